@@ -1,0 +1,215 @@
+"""Runs one job at a time in a spawned child process and reports its progress and outcome.
+
+TVM lives only in the child: a segfault or `os._exit` there becomes a failed job ("worker
+crashed (signal 11, SIGSEGV)"), never a dead daemon. The child reports over a one-way pipe:
+`Progress` values while it runs, then one `Succeeded` or `Failed`. A pipe rather than a
+multiprocessing queue because `send` is synchronous: a child that dies right after reporting
+still delivered the report. The child leads its own process group so that stopping a job also
+stops the builder/runner processes TVM starts under it.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from daemon.queue import one_line
+from deploy.artifact import Latency, Manifest
+from deploy.errors import PipelineError
+from deploy.options import Progress, TuningOptions
+
+log = logging.getLogger(__name__)
+
+# run_pipeline's signature. None (the default) means deploy.pipeline.run_pipeline, imported in
+# the child only, so the daemon process never imports TVM. Tests pass a module-level function.
+PipelineFn = Callable[..., Manifest]
+
+# A child that reported its outcome but hangs on exit (a stuck thread pool) is killed after this.
+EXIT_AFTER_OUTCOME_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything the child needs, picklable: which file, where to write, how to tune."""
+
+    job_id: int
+    model_path: Path
+    output_dir: Path
+    state_dir: Path
+    options: TuningOptions
+
+
+class Succeeded(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    artifact_dir: str
+    latency_ms: Latency
+
+
+class Failed(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    reason: str
+
+
+Outcome = Succeeded | Failed
+
+
+def child_main(spec: JobSpec, conn: Connection, pipeline_fn: PipelineFn | None) -> None:
+    """The child process: run the pipeline on `spec`, send progress and one outcome over `conn`."""
+    os.setpgid(0, 0)
+    # Ctrl-C in a terminal reaches the whole foreground group; the parent decides what stops a job.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if pipeline_fn is None:
+        from deploy.pipeline import run_pipeline as pipeline_fn  # TVM is imported here, in the child
+    send_lock = threading.Lock()  # the pipeline may report from a helper thread
+
+    def on_progress(progress: Progress) -> None:
+        with send_lock:
+            conn.send(progress)
+
+    try:
+        manifest = pipeline_fn(
+            spec.model_path,
+            output_dir=spec.output_dir,
+            state_dir=spec.state_dir,
+            options=spec.options,
+            on_progress=on_progress,
+        )
+        outcome: Outcome = Succeeded(artifact_dir=str(manifest.artifact_dir), latency_ms=manifest.latency_ms)
+    except PipelineError as err:
+        outcome = Failed(reason=one_line(str(err)) or type(err).__name__)
+    except Exception as err:  # noqa: BLE001 - any failure of the pipeline is a failed job, with its reason
+        outcome = Failed(reason=one_line(f"{type(err).__name__}: {err}"))
+    with send_lock:
+        conn.send(outcome)
+    conn.close()
+
+
+def exit_reason(exitcode: int) -> str:
+    """Why a child that sent no outcome is gone, from its exit code."""
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            return f"worker crashed (signal {-exitcode})"
+        return f"worker crashed (signal {-exitcode}, {name})"
+    if exitcode > 0:
+        return f"worker exited with code {exitcode} before reporting a result"
+    return "worker exited without reporting a result"
+
+
+@dataclass
+class _Running:
+    job_id: int
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+    outcome: Outcome | None = None
+    outcome_at: float = 0.0
+
+
+Report = tuple[int, Progress | Succeeded | Failed]
+
+
+class Worker:
+    """At most one child at a time; the main loop calls `poll()` every step."""
+
+    def __init__(self, *, pipeline_fn: PipelineFn | None = None) -> None:
+        self._pipeline_fn = pipeline_fn
+        self._context = multiprocessing.get_context("spawn")  # no fork: the parent has threads
+        self._running: _Running | None = None
+
+    @property
+    def running_job_id(self) -> int | None:
+        return None if self._running is None else self._running.job_id
+
+    def start(self, spec: JobSpec) -> None:
+        """Start the child for `spec`; only when idle."""
+        if self._running is not None:
+            raise RuntimeError(f"worker busy with job {self._running.job_id}")
+        reader, writer = self._context.Pipe(duplex=False)
+        process = self._context.Process(
+            target=child_main, args=(spec, writer, self._pipeline_fn), name=f"tcl-tuned-job-{spec.job_id}"
+        )
+        process.start()
+        writer.close()  # the child holds the only writer, so its death reads as EOF here
+        self._running = _Running(spec.job_id, process, reader)
+        log.info("job %d: worker pid %d started on %s", spec.job_id, process.pid, spec.model_path)
+
+    def poll(self) -> list[Report]:
+        """Progress received since the last call; last, the outcome once the child has exited."""
+        running = self._running
+        if running is None:
+            return []
+        reports: list[Report] = [(running.job_id, p) for p in self._receive(running)]
+        if running.process.exitcode is None:
+            if running.outcome is not None and time.monotonic() - running.outcome_at > EXIT_AFTER_OUTCOME_SECONDS:
+                log.warning("job %d: worker reported but did not exit; killing it", running.job_id)
+                self._kill_group(running, signal.SIGKILL)
+            return reports
+        reports += [(running.job_id, p) for p in self._receive(running)]  # sent just before exiting
+        outcome = running.outcome or Failed(reason=exit_reason(running.process.exitcode))
+        self._finish(running)
+        return [*reports, (running.job_id, outcome)]
+
+    def stop(self, grace_seconds: float) -> tuple[int, Outcome | None] | None:
+        """Stop the running child: SIGTERM, `grace_seconds`, SIGKILL. Return (job id, outcome if it had one)."""
+        running = self._running
+        if running is None:
+            return None
+        if running.process.is_alive():
+            self._kill_group(running, signal.SIGTERM)
+            running.process.join(grace_seconds)
+            if running.process.is_alive():
+                self._kill_group(running, signal.SIGKILL)
+                running.process.join(5)
+        self._receive(running)
+        outcome = running.outcome
+        self._finish(running)
+        return running.job_id, outcome
+
+    def _receive(self, running: _Running) -> list[Progress]:
+        progress: list[Progress] = []
+        try:
+            while running.conn.poll():
+                message = running.conn.recv()
+                if isinstance(message, Progress):
+                    progress.append(message)
+                elif isinstance(message, (Succeeded, Failed)):
+                    running.outcome, running.outcome_at = message, time.monotonic()
+        except (EOFError, OSError):
+            pass  # the child is gone; its exit code tells the rest
+        return progress
+
+    def _kill_group(self, running: _Running, sig: signal.Signals) -> None:
+        try:
+            os.killpg(running.process.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            # Not (yet) a group leader: signal the child alone.
+            if sig == signal.SIGKILL:
+                running.process.kill()
+            else:
+                running.process.terminate()
+
+    def _finish(self, running: _Running) -> None:
+        running.process.join(5)
+        if running.process.is_alive():
+            running.process.kill()
+            running.process.join()
+        try:
+            os.killpg(running.process.pid, signal.SIGKILL)  # TVM helpers the child left behind
+        except (ProcessLookupError, PermissionError):
+            pass
+        running.conn.close()
+        running.process.close()
+        self._running = None

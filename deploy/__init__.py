@@ -1,0 +1,1 @@
+"""One ONNX model, start to finish: intake, tuning, build, verification, artifact."""

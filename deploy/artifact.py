@@ -1,0 +1,109 @@
+"""The artifact manifest and its atomic emit: a reader never sees half an artifact."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+MANIFEST_SCHEMA_VERSION = 1
+
+
+class TensorInfo(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    shape: list[int]
+    dtype: str
+
+
+class Verification(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    max_abs_err: float
+    max_rel_err: float
+    atol: float
+    rtol: float
+    passed: bool
+
+
+class Latency(BaseModel):
+    """Median milliseconds per call, measured in one process on the same inputs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tvm: float
+    untuned: float
+    onnxruntime: float
+
+
+class Manifest(BaseModel):
+    """What was tuned, for which target, how fast it runs, and that it matches onnxruntime."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: int = MANIFEST_SCHEMA_VERSION
+    name: str
+    sha256: str
+    source: str
+    artifact_dir: str
+    library: str = "model.so"
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    target: dict
+    platform: str
+    tvm_version: str
+    cost_model: str
+    trials: int
+    trials_measured: int
+    tasks: int
+    tasks_reused: int
+    tuning_seconds: float
+    verification: Verification
+    latency_ms: Latency
+    created_at: str
+
+
+def artifact_name(stem: str, sha256: str) -> str:
+    """`resnet` + sha -> `resnet-1a2b3c4d`: the folder an artifact lives in."""
+    return f"{stem}-{sha256[:8]}"
+
+
+def emit(staging_dir: Path, output_dir: Path, manifest: Manifest) -> Path:
+    """Write manifest.json into `staging_dir` and rename it to `output_dir/<name>-<sha8>`.
+
+    `staging_dir` must be on the same file system as `output_dir` (see `staging_dir_for`).
+    An older artifact of the same name is replaced by renaming it out of the way first.
+    """
+    final = output_dir / artifact_name(manifest.name, manifest.sha256)
+    manifest_path = staging_dir / "manifest.json"
+    manifest_path.write_text(manifest.model_dump_json(indent=2) + "\n")
+    for path in staging_dir.iterdir():
+        with open(path, "rb") as handle:
+            os.fsync(handle.fileno())
+    if final.exists():
+        old = output_dir / f".{final.name}.old-{os.getpid()}"
+        os.rename(final, old)
+        os.rename(staging_dir, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(staging_dir, final)
+    _fsync_dir(output_dir)
+    return final
+
+
+def staging_dir_for(output_dir: Path) -> Path:
+    """A fresh hidden folder inside `output_dir`, so the final rename is atomic."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=".staging-", dir=output_dir))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,179 @@
+"""ONNX intake: load and check a dropped model, resolve its input shapes, read its sidecar.
+
+Everything that can be wrong with a user's file is found here and reported as an `IntakeError`
+with a one-line reason that says what to change, before any TVM work starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+from onnx import external_data_helper
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from deploy.artifact import TensorInfo
+from deploy.errors import IntakeError
+
+
+class Sidecar(BaseModel):
+    """`<stem>.json` next to the model: concrete shapes for dynamic inputs and per-model overrides."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    inputs: dict[str, list[int]] = {}
+    trials: int | None = None
+    target: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A checked model with every input shape concrete."""
+
+    path: Path
+    name: str
+    sha256: str
+    model: onnx.ModelProto
+    inputs: tuple[TensorInfo, ...]
+    output_names: tuple[str, ...]
+    sidecar: Sidecar
+
+    @property
+    def shape_dict(self) -> dict[str, list[int]]:
+        return {info.name: info.shape for info in self.inputs}
+
+    @property
+    def dtype_dict(self) -> dict[str, str]:
+        return {info.name: info.dtype for info in self.inputs}
+
+
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of a file's content, read in chunks (models can be large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load_model(path: Path) -> ModelSpec:
+    """Load, check and shape-resolve the ONNX model at `path` (see module docstring)."""
+    path = Path(path)
+    if not path.is_file():
+        raise IntakeError(f"{path}: no such file")
+    sha = sha256_of(path)
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as err:  # protobuf raises DecodeError, RuntimeWarning or others
+        raise IntakeError(f"{path.name} is not a readable ONNX file ({type(err).__name__}: {_first_line(err)})")
+    if not model.graph.node:
+        raise IntakeError(f"{path.name} has an empty graph (is it an ONNX model?)")
+    _load_external_data(model, path)
+    try:
+        onnx.checker.check_model(model)
+    except (onnx.checker.ValidationError, ValueError) as err:
+        raise IntakeError(f"{path.name} fails the ONNX checker: {_first_line(err)}")
+    sidecar = _read_sidecar(path)
+    inputs = _resolve_inputs(model, path, sidecar)
+    model = _with_fixed_input_shapes(model, inputs)
+    try:
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    except Exception as err:
+        raise IntakeError(f"{path.name}: shape inference failed with the given input shapes: {_first_line(err)}")
+    outputs = tuple(output.name for output in model.graph.output)
+    return ModelSpec(path=path, name=path.stem, sha256=sha, model=model, inputs=inputs,
+                     output_names=outputs, sidecar=sidecar)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    return text.splitlines()[0][:300]
+
+
+def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """Pull in external tensors, refusing any location outside the model's own folder."""
+    base = path.parent.resolve()
+    for tensor in external_data_helper._get_all_tensors(model):
+        if not external_data_helper.uses_external_data(tensor):
+            continue
+        info = external_data_helper.ExternalDataInfo(tensor)
+        target = (base / info.location).resolve()
+        if not target.is_relative_to(base):
+            raise IntakeError(
+                f"{path.name}: tensor {tensor.name!r} points at external data {info.location!r} "
+                "outside the model's folder; keep external data files beside the model"
+            )
+        if not target.is_file():
+            raise IntakeError(f"{path.name}: external data file {info.location!r} for {tensor.name!r} is missing")
+    try:
+        external_data_helper.load_external_data_for_model(model, str(base))
+    except Exception as err:
+        raise IntakeError(f"{path.name}: could not read external data: {_first_line(err)}")
+
+
+def _read_sidecar(path: Path) -> Sidecar:
+    sidecar_path = path.with_suffix(".json")
+    if not sidecar_path.is_file():
+        return Sidecar()
+    try:
+        return Sidecar.model_validate(json.loads(sidecar_path.read_text()))
+    except json.JSONDecodeError as err:
+        raise IntakeError(f"{sidecar_path.name} is not valid JSON: {err}")
+    except ValidationError as err:
+        problem = err.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise IntakeError(f"{sidecar_path.name}: {where}: {problem['msg']}")
+
+
+def _resolve_inputs(model: onnx.ModelProto, path: Path, sidecar: Sidecar) -> tuple[TensorInfo, ...]:
+    initializers = {init.name for init in model.graph.initializer}
+    graph_inputs = [value for value in model.graph.input if value.name not in initializers]
+    known = {value.name for value in graph_inputs}
+    unknown = sorted(set(sidecar.inputs) - known)
+    if unknown:
+        raise IntakeError(f"{path.stem}.json names input(s) {unknown} the model does not have; it has {sorted(known)}")
+    resolved = []
+    for value in graph_inputs:
+        tensor_type = value.type.tensor_type
+        if not value.type.HasField("tensor_type") or not tensor_type.HasField("shape"):
+            raise IntakeError(f"{path.name}: input {value.name!r} is not a tensor with a known rank")
+        dims = [dim.dim_value if dim.HasField("dim_value") and dim.dim_value > 0 else None
+                for dim in tensor_type.shape.dim]
+        shape = _concrete_shape(value.name, dims, tensor_type, sidecar.inputs.get(value.name), path)
+        dtype = str(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+        resolved.append(TensorInfo(name=value.name, shape=shape, dtype=dtype))
+    return tuple(resolved)
+
+
+def _concrete_shape(name, dims, tensor_type, given, path: Path) -> list[int]:
+    labels = [dim.dim_param or "?" if value is None else str(value)
+              for dim, value in zip(tensor_type.shape.dim, dims)]
+    if given is None:
+        dynamic = [i for i, value in enumerate(dims) if value is None]
+        if dynamic:
+            example = [value if value is not None else 1 for value in dims]
+            raise IntakeError(
+                f"input {name!r} has dynamic dimension(s) {dynamic} in shape [{', '.join(labels)}]; "
+                f"write {path.stem}.json next to the model with "
+                f"{json.dumps({'inputs': {name: example}})} (your real sizes)"
+            )
+        return list(dims)
+    if len(given) != len(dims) or any(v is not None and v != g for v, g in zip(dims, given)) or min(given, default=1) < 1:
+        raise IntakeError(f"{path.stem}.json gives {name!r} shape {given}, which does not fit the model's [{', '.join(labels)}]")
+    return list(given)
+
+
+def _with_fixed_input_shapes(model: onnx.ModelProto, inputs: tuple[TensorInfo, ...]) -> onnx.ModelProto:
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    shapes = {info.name: info.shape for info in inputs}
+    for value in fixed.graph.input:
+        if value.name in shapes:
+            for dim, size in zip(value.type.tensor_type.shape.dim, shapes[value.name]):
+                dim.Clear()
+                dim.dim_value = size
+    return fixed

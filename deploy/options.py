@@ -1,0 +1,38 @@
+"""Typed options for one model's pipeline, shared by the CLI and the daemon."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Names resolved to MetaSchedule cost models in one place: tcl_core.tvm_api.make_cost_model.
+CostModelName = Literal["xgb", "random"]
+
+Stage = Literal["queued", "tuning", "building", "verifying", "done", "failed"]
+
+
+class TuningOptions(BaseModel):
+    """How one model is tuned, built and verified (the `[tuning]` table of the daemon config)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    trials: int = Field(64, ge=0, description="measured candidates over all tasks; 0 builds untuned")
+    target: dict[str, Any] | None = Field(None, description="TVM target dict; None means this host's CPU")
+    cost_model: CostModelName = "xgb"
+    trials_per_iter: int = Field(16, ge=1, description="candidates measured per search round")
+    population: int = Field(512, ge=8, description="evolutionary-search population per round")
+    atol: float = Field(1e-4, ge=0, description="absolute tolerance against onnxruntime")
+    rtol: float = Field(1e-3, ge=0, description="relative tolerance against onnxruntime")
+    timing_repeats: int = Field(30, ge=1, description="timed runs per engine; the median is reported")
+    seed: int = 0
+
+
+class Progress(BaseModel):
+    """One progress report from a running pipeline."""
+
+    model_config = ConfigDict(frozen=True)
+
+    stage: Stage
+    trials_done: int = 0
+    trials_total: int = 0

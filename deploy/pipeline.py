@@ -1,0 +1,112 @@
+"""One model's data path, top to bottom: intake -> tasks -> tuning -> build -> verify -> artifact."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from deploy import intake, verify
+from deploy.artifact import Latency, Manifest, TensorInfo, artifact_name, emit, staging_dir_for
+from deploy.build import build_library
+from deploy.errors import PipelineError, VerificationError
+from deploy.options import Progress, TuningOptions
+from deploy.tune import database_dir, tune_module
+from tcl_core import tvm_api
+from tcl_core.platform import platform_name
+
+ProgressFn = Callable[[Progress], None]
+
+
+def run_pipeline(
+    model_path: Path,
+    *,
+    output_dir: Path,
+    state_dir: Path,
+    options: TuningOptions,
+    on_progress: ProgressFn = lambda progress: None,
+) -> Manifest:
+    """Turn `model_path` into `<output_dir>/<stem>-<sha8>/` (model.so + manifest.json).
+
+    Raises `deploy.errors.PipelineError` (or a subclass) with a one-line reason when the model
+    cannot be imported, tuned, built or verified; nothing is written to `output_dir` then.
+    The sidecar's `trials` and `target` override `options`.
+    """
+    spec = intake.load_model(Path(model_path))
+    trials = spec.sidecar.trials if spec.sidecar.trials is not None else options.trials
+    target_dict = spec.sidecar.target or options.target or tvm_api.host_target_dict()
+    name = artifact_name(spec.name, spec.sha256)
+    on_progress(Progress(stage="tuning", trials_done=0, trials_total=trials))
+
+    target = _guard("TVM rejected the target", lambda: tvm_api.make_target(target_dict))
+    platform = platform_name(target_dict, tvm_api.TVM_VERSION)
+    lowered = _guard("TVM could not import the model", lambda: tvm_api.lower_for_tuning(
+        tvm_api.from_onnx(spec.model, shape_dict=spec.shape_dict, dtype_dict=spec.dtype_dict), target))
+    database = tvm_api.open_database(database_dir(Path(state_dir), platform))
+    tuning = _guard("tuning failed", lambda: tune_module(
+        lowered, target, database=database, log_dir=Path(state_dir) / "logs" / name, trials=trials,
+        cost_model=options.cost_model, trials_per_iter=options.trials_per_iter,
+        population=options.population, seed=options.seed,
+        on_measured=lambda done: on_progress(Progress(stage="tuning", trials_done=done, trials_total=trials)),
+    ))
+
+    on_progress(Progress(stage="building", trials_done=tuning.trials_measured, trials_total=trials))
+    staging = staging_dir_for(Path(output_dir))
+    try:
+        with tempfile.TemporaryDirectory(prefix="tcl-tuned-untuned-") as scratch:
+            library = _guard("build failed", lambda: build_library(lowered, target, staging / "model.so", database=database))
+            untuned = _guard("untuned build failed", lambda: build_library(lowered, target, Path(scratch) / "untuned.so"))
+            on_progress(Progress(stage="verifying", trials_done=tuning.trials_measured, trials_total=trials))
+            verification, outputs, latency = _verify_and_time(spec, library, untuned, options)
+        manifest = Manifest(
+            name=spec.name, sha256=spec.sha256, source=str(spec.path), artifact_dir=str(Path(output_dir) / name),
+            inputs=list(spec.inputs), outputs=outputs, target=target_dict, platform=platform,
+            tvm_version=tvm_api.TVM_VERSION, cost_model=options.cost_model, trials=trials,
+            trials_measured=tuning.trials_measured, tasks=tuning.tasks, tasks_reused=tuning.tasks_reused,
+            tuning_seconds=round(tuning.seconds, 3), verification=verification, latency_ms=latency,
+            created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        )
+        emit(staging, Path(output_dir), manifest)
+        return manifest
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone already after a successful emit
+
+
+def _verify_and_time(spec: intake.ModelSpec, library: Path, untuned: Path, options: TuningOptions):
+    """Outputs of the exported library against onnxruntime, then the three latencies."""
+    arrays = verify.random_inputs(spec.inputs, options.seed)
+    session = verify.onnxruntime_session(spec.model.SerializeToString())
+    run_ort = verify.onnxruntime_call(session, spec.inputs, arrays)
+    run_tvm = verify.tvm_call(tvm_api.load_vm(library), arrays)
+    expected = run_ort()
+    actual = verify.to_numpy(run_tvm())
+    verification = verify.compare(actual, expected, atol=options.atol, rtol=options.rtol)
+    if not verification.passed:
+        raise VerificationError(
+            f"outputs differ from onnxruntime: max_abs_err={verification.max_abs_err:.3g}, "
+            f"max_rel_err={verification.max_rel_err:.3g} (atol={options.atol}, rtol={options.rtol})"
+        )
+    outputs = [TensorInfo(name=name, shape=list(array.shape), dtype=str(array.dtype))
+               for name, array in zip(spec.output_names, expected)]
+    run_untuned = verify.tvm_call(tvm_api.load_vm(untuned), arrays)
+    latency = Latency(
+        tvm=round(verify.median_ms(run_tvm, options.timing_repeats), 4),
+        untuned=round(verify.median_ms(run_untuned, options.timing_repeats), 4),
+        onnxruntime=round(verify.median_ms(run_ort, options.timing_repeats), 4),
+    )
+    return verification, outputs, latency
+
+
+def _guard(what: str, step: Callable):
+    """Run one TVM step; its exception becomes a PipelineError with a one-line reason."""
+    try:
+        return step()
+    except PipelineError:
+        raise
+    except Exception as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])
+        # TVM's messages end with the useful line; tracebacks come first.
+        detail = next((line for line in reversed(first) if line.strip()), type(err).__name__)
+        raise PipelineError(f"{what}: {type(err).__name__}: {detail.strip()[:300]}") from err

@@ -1,0 +1,71 @@
+"""Tasks and the MetaSchedule run: spread a trial budget over the tasks the database lacks.
+
+The tuning database is kept per platform under `state_dir`, so a second model that shares
+workloads with an earlier one reuses its records instead of measuring them again.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tcl_core import tvm_api
+
+
+@dataclass(frozen=True)
+class TuningResult:
+    tasks: int
+    tasks_reused: int
+    trials_measured: int
+    seconds: float
+
+
+def database_dir(state_dir: Path, platform: str) -> Path:
+    return state_dir / "databases" / platform
+
+
+def tune_module(
+    lowered,
+    target,
+    *,
+    database,
+    log_dir: Path,
+    trials: int,
+    cost_model: str,
+    trials_per_iter: int,
+    population: int,
+    seed: int,
+    on_measured: Callable[[int], None],
+) -> TuningResult:
+    """Tune every task of `lowered` that `database` has no full round of records for."""
+    started = time.perf_counter()
+    tasks = tvm_api.extract_tasks(lowered, target)
+    fresh = [task for task in tasks if not _has_records(database, task.dispatched[0], trials_per_iter)]
+    measured = 0
+    if fresh and trials > 0:
+        per_task = max(trials_per_iter, math.ceil(trials / len(fresh)))
+        measured = tvm_api.tune_tasks(
+            tasks=fresh,
+            target=target,
+            database=database,
+            work_dir=log_dir,
+            cost_model=cost_model,
+            max_trials_global=trials,
+            max_trials_per_task=per_task,
+            num_trials_per_iter=trials_per_iter,
+            population=population,
+            seed=seed,
+            on_measured=on_measured,
+        )
+    return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh),
+                        trials_measured=measured, seconds=time.perf_counter() - started)
+
+
+def _has_records(database, task_mod, needed: int) -> bool:
+    if not database.has_workload(task_mod):
+        return False
+    workload = database.commit_workload(task_mod)
+    return len(database.get_top_k(workload, needed)) >= needed

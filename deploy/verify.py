@@ -1,0 +1,96 @@
+"""Compare the built library with onnxruntime, and time tuned TVM, untuned TVM and onnxruntime.
+
+All three run in this process on the same seeded inputs, so their latencies are comparable.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import onnxruntime
+
+from deploy.artifact import TensorInfo, Verification
+from tcl_core import tvm_api
+
+# A timing sample lasts at least this long, so timer resolution and call overhead stay small.
+_MIN_SAMPLE_SECONDS = 2e-3
+
+
+def random_inputs(inputs: Sequence[TensorInfo], seed: int) -> list[np.ndarray]:
+    """Seeded inputs: standard normal floats, small non-negative ints (safe as indices), bools."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for info in inputs:
+        dtype = np.dtype(info.dtype)
+        if dtype.kind == "f":
+            arrays.append(rng.standard_normal(info.shape).astype(dtype))
+        elif dtype.kind in "iu":
+            arrays.append(rng.integers(0, 2, size=info.shape).astype(dtype))
+        elif dtype.kind == "b":
+            arrays.append(rng.integers(0, 2, size=info.shape).astype(bool))
+        else:
+            raise ValueError(f"input {info.name!r} has dtype {dtype}, which random_inputs cannot make")
+    return arrays
+
+
+def onnxruntime_session(model_bytes: bytes) -> onnxruntime.InferenceSession:
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3  # warnings about unused initializers are noise here
+    return onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+
+
+def onnxruntime_call(session, inputs: Sequence[TensorInfo], arrays: Sequence[np.ndarray]) -> Callable[[], list]:
+    feeds = {info.name: array for info, array in zip(inputs, arrays)}
+    return lambda: session.run(None, feeds)
+
+
+def tvm_call(vm, arrays: Sequence[np.ndarray]) -> Callable[[], object]:
+    """A zero-argument call of `vm["main"]` on device copies of `arrays` (convert with `to_numpy`)."""
+    main = vm["main"]
+    device_inputs = [tvm_api.tvm.runtime.tensor(array) for array in arrays]
+    return lambda: main(*device_inputs)
+
+
+def to_numpy(result) -> list[np.ndarray]:
+    """A VM result (one tensor or nested tuples of them) as a flat list of arrays, in output order."""
+    if hasattr(result, "numpy"):
+        return [result.numpy()]
+    return [item for part in result for item in to_numpy(part)]
+
+
+def compare(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], *, atol: float, rtol: float) -> Verification:
+    """Max absolute / relative error; passes when every element is within atol + rtol * |expected|."""
+    if len(actual) != len(expected):
+        return Verification(max_abs_err=float("inf"), max_rel_err=float("inf"), atol=atol, rtol=rtol, passed=False)
+    max_abs = max_rel = 0.0
+    passed = True
+    for got, want in zip(actual, expected):
+        if got.shape != want.shape:
+            return Verification(max_abs_err=float("inf"), max_rel_err=float("inf"), atol=atol, rtol=rtol, passed=False)
+        got64, want64 = got.astype(np.float64), want.astype(np.float64)
+        diff = np.abs(got64 - want64)
+        if diff.size:
+            max_abs = max(max_abs, float(diff.max()))
+            max_rel = max(max_rel, float((diff / np.maximum(np.abs(want64), 1e-12)).max()))
+            passed = passed and bool(np.all(diff <= atol + rtol * np.abs(want64)))
+    return Verification(max_abs_err=max_abs, max_rel_err=max_rel, atol=atol, rtol=rtol, passed=passed)
+
+
+def median_ms(call: Callable[[], object], repeats: int) -> float:
+    """Median milliseconds per call over `repeats` samples, each averaging enough calls to last 2 ms."""
+    for _ in range(3):
+        call()  # warm caches and lazy initialisation
+    started = time.perf_counter()
+    call()
+    once = max(time.perf_counter() - started, 1e-7)
+    number = max(1, int(_MIN_SAMPLE_SECONDS / once))
+    samples = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        for _ in range(number):
+            call()
+        samples.append((time.perf_counter() - started) / number)
+    return statistics.median(samples) * 1e3

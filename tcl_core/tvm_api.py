@@ -1,0 +1,172 @@
+"""The one module that touches TVM's moving API (0.27: `tvm.s_tir.meta_schedule`, dict targets).
+
+Everything else in tcl-tuned imports TVM through here, so a TVM upgrade is one file's work.
+See ../shared/notes/tvm-0.27.md for why each workaround exists.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tvm
+from tvm import relax
+from tvm.ir.utils import derived_object
+from tvm.relax.frontend.onnx import from_onnx
+from tvm.s_tir import meta_schedule as ms
+
+__all__ = [
+    "TVM_VERSION", "tvm", "relax", "ms", "derived_object", "from_onnx",
+    "make_target", "host_target_dict", "lower_for_tuning", "extract_tasks", "make_cost_model",
+    "open_database", "tune_tasks", "apply_database", "compile_module", "load_vm", "fast_build",
+    "ProgressCallback",
+]
+
+TVM_VERSION: str = tvm.__version__
+
+
+def host_target_dict(num_cores: int | None = None) -> dict[str, Any]:
+    """This machine's CPU as a TVM target dict: LLVM with the host's -mcpu, all cores.
+
+    Without `mcpu` LLVM emits generic x86-64 (no AVX), which loses to onnxruntime by a wide margin.
+    """
+    return {
+        "kind": "llvm",
+        "mcpu": tvm.target.codegen.llvm_get_system_cpu(),
+        "num-cores": num_cores or os.cpu_count() or 1,
+    }
+
+
+def make_target(target: dict[str, Any] | None) -> tvm.target.Target:
+    """A Target from a dict (TVM 0.27 rejects the old `"llvm -num-cores 2"` strings)."""
+    return tvm.target.Target(target or host_target_dict())
+
+
+def lower_for_tuning(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+    """Legalise a freshly imported module to TIR so MetaSchedule finds tasks in it.
+
+    `extract_tasks` on the module straight from `from_onnx` finds nothing; this is what
+    `relax.pipeline.static_shape_tuning_pipeline` does before tuning.
+    """
+    with target:
+        return tvm.transform.Sequential(
+            [
+                relax.transform.DecomposeOpsForInference(),
+                relax.transform.CanonicalizeBindings(),
+                relax.get_pipeline("zero"),
+            ]
+        )(mod)
+
+
+def extract_tasks(mod: tvm.IRModule, target: tvm.target.Target) -> list:
+    """The distinct TIR workloads of `mod`, each with its weight (how often it occurs)."""
+    return list(ms.relax_integration.extract_tasks(mod, target))
+
+
+def make_cost_model(name: str) -> ms.CostModel:
+    """Resolve a cost-model name to a MetaSchedule cost model: the one place names are mapped."""
+    if name == "xgb":
+        return ms.CostModel.create("xgb", num_tuning_cores=os.cpu_count() or 1)
+    if name == "random":
+        return ms.CostModel.create("random")
+    raise ValueError(f"unknown cost model {name!r}; expected one of: xgb, random")
+
+
+def open_database(work_dir: Path) -> ms.Database:
+    """The JSON tuning database in `work_dir` (created if missing)."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    return ms.database.JSONDatabase(work_dir=str(work_dir))
+
+
+def fast_build(mod: tvm.IRModule, target: tvm.target.Target, _params: Any = None) -> Any:
+    """LocalBuilder's build step without `import tvm.s_tir.tensor_intrin`.
+
+    That import takes ~40 s, longer than LocalBuilder's timeout, so the default build function
+    fails every candidate on a fresh worker. Nothing we tune on CPU needs the intrinsics.
+    """
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm.driver.build(mod, target=target)
+
+
+ProgressCallback = Callable[[int], None]
+
+
+@derived_object
+class _CountMeasured(ms.measure_callback.PyMeasureCallback):
+    """Reports the running count of measured candidates after every batch."""
+
+    def __init__(self, on_measured: ProgressCallback) -> None:
+        super().__init__()
+        self.on_measured = on_measured
+        self.count = 0
+
+    def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+        self.count += len(runner_results)
+        self.on_measured(self.count)
+
+
+def tune_tasks(
+    *,
+    tasks: list,
+    target: tvm.target.Target,
+    database: ms.Database,
+    work_dir: Path,
+    cost_model: str,
+    max_trials_global: int,
+    max_trials_per_task: int,
+    num_trials_per_iter: int,
+    population: int,
+    seed: int,
+    on_measured: ProgressCallback,
+) -> int:
+    """Tune `tasks` with MetaSchedule into `database`; returns how many candidates were measured.
+
+    `population` sizes the evolutionary search: TVM's default 512 costs more search time than
+    measuring on small budgets (notes, item 12).
+    """
+    # MetaSchedule's console handler takes the package logger's level; keep its tables in the log file.
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+        extracted_tasks=tasks,
+        work_dir=str(work_dir),
+        strategy=ms.search_strategy.EvolutionarySearch(population_size=population),
+        seed=seed,
+    )
+    counter = _CountMeasured(on_measured)
+    ms.tune.tune_tasks(
+        tasks=contexts,
+        task_weights=weights,
+        work_dir=str(work_dir),
+        max_trials_global=max_trials_global,
+        max_trials_per_task=max_trials_per_task,
+        num_trials_per_iter=num_trials_per_iter,
+        builder=ms.builder.LocalBuilder(f_build=fast_build),
+        runner=ms.runner.LocalRunner(),
+        database=database,
+        cost_model=make_cost_model(cost_model),
+        measure_callbacks=[*ms.MeasureCallback.create("default"), counter],
+    )
+    return counter.count
+
+
+def apply_database(mod: tvm.IRModule, target: tvm.target.Target, database: ms.Database) -> tvm.IRModule:
+    """Replace each TIR function by the best schedule `database` holds for it."""
+    with target, database:
+        return relax.transform.MetaScheduleApplyDatabase()(mod)
+
+
+def compile_module(mod: tvm.IRModule, target: tvm.target.Target, path: Path) -> Path:
+    """Compile a lowered module (weights bound as constants) and export it as one shared library."""
+    executable = relax.build(mod, target=target)
+    executable.export_library(str(path))
+    return path
+
+
+def load_vm(path: Path) -> relax.VirtualMachine:
+    """Load an exported library the way a deployment does: TVM runtime only."""
+    return relax.VirtualMachine(tvm.runtime.load_module(str(path)), tvm.cpu())
