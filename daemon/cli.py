@@ -2,20 +2,180 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 from pathlib import Path
+from typing import NoReturn, Optional
 
+import rich.progress
 import typer
+from pydantic import ValidationError
+from rich.console import Console
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+
+
+def _default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "tcl-tuned"
 
 
 @app.command()
 def tune(
     model: Path = typer.Argument(..., exists=True, dir_okay=False, help="the ONNX file"),
     out: Path = typer.Option(..., "--out", help="output folder; the artifact lands in OUT/<stem>-<sha8>/"),
+    trials: Optional[int] = typer.Option(None, "--trials", min=0, help="measured candidates over all tasks (0: untuned)"),
+    target: Optional[str] = typer.Option(None, "--target", help='TVM target as JSON, e.g. \'{"kind": "llvm", "num-cores": 2}\''),
+    cost_model: Optional[str] = typer.Option(None, "--cost-model", help="xgb or random"),
+    state_dir: Path = typer.Option(_default_state_dir(), "--state-dir", help="where tuning databases live"),
 ) -> None:
     """Tune one model without the daemon; exit code 0 only when the artifact verified."""
-    raise NotImplementedError
+    from deploy.errors import PipelineError
+    from deploy.options import TuningOptions
+
+    overrides: dict = {"trials": trials, "cost_model": cost_model}
+    if target is not None:
+        try:
+            overrides["target"] = json.loads(target)
+        except json.JSONDecodeError as err:
+            _fail(f"--target is not valid JSON: {err}")
+    try:
+        options = TuningOptions(**{key: value for key, value in overrides.items() if value is not None})
+    except ValidationError as err:
+        _fail("; ".join(f"--{'-'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()))
+
+    from deploy.pipeline import run_pipeline  # imports TVM (seconds): only once arguments are valid
+
+    with _progress_reporter(model.name) as report:
+        try:
+            manifest = run_pipeline(model, output_dir=out, state_dir=state_dir, options=options, on_progress=report)
+        except PipelineError as err:
+            _fail(str(err))
+    latency = manifest.latency_ms
+    typer.echo(
+        f"verified: {manifest.artifact_dir}/model.so  "
+        f"(tvm {latency.tvm:.4f} ms, untuned {latency.untuned:.4f} ms, onnxruntime {latency.onnxruntime:.4f} ms; "
+        f"max_abs_err {manifest.verification.max_abs_err:.2g}; {manifest.trials_measured} trials in {manifest.tuning_seconds:.0f} s)"
+    )
+
+
+@contextlib.contextmanager
+def _progress_reporter(label: str):
+    """A rich progress bar on a terminal; one plain line per stage change elsewhere (logs, CI)."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        last = [None]
+
+        def report_plain(progress) -> None:
+            if progress.stage != last[0]:
+                console.print(f"{label}: {progress.stage}", highlight=False)
+                last[0] = progress.stage
+
+        yield report_plain
+        return
+    with rich.progress.Progress(
+        rich.progress.TextColumn("{task.description}"), rich.progress.BarColumn(),
+        rich.progress.MofNCompleteColumn(), rich.progress.TimeElapsedColumn(), console=console,
+    ) as bar:
+        task = bar.add_task(label, total=None)
+
+        def report(progress) -> None:
+            bar.update(task, description=f"{label}: {progress.stage}",
+                       completed=progress.trials_done, total=progress.trials_total or None)
+
+        yield report
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+@app.command()
+def example(
+    name: str = typer.Argument("tiny_cnn", help="tiny_cnn or mlp"),
+    out: Path = typer.Option(..., "--out", help="path of the .onnx file to write"),
+) -> None:
+    """Write one of the built-in example models (no download needed)."""
+    from deploy.examples import write_example
+
+    try:
+        write_example(name, out)
+    except KeyError as err:
+        _fail(str(err.args[0]))
+    typer.echo(str(out))
 
 
 # --- daemon and status commands go below this line ---
+# Imports stay inside the commands: `tcl-tuned tune` should not pay for the daemon's modules.
+
+DEFAULT_CONFIG = Path("/etc/tcl-tuned/config.toml")
+
+
+@app.command("daemon")
+def daemon_command(
+    config: Path = typer.Option(..., "--config", dir_okay=False, help="TOML config (see systemd/config.toml)"),
+    log_level: str = typer.Option("INFO", "--log-level", help="DEBUG, INFO, WARNING or ERROR"),
+) -> None:
+    """Watch a folder and tune every model dropped into it, in the foreground until SIGTERM/SIGINT."""
+    import logging
+    import sys
+
+    from daemon.config import ConfigError, load_config
+    from daemon.main import Daemon, StartupError
+
+    logging.basicConfig(
+        level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        cfg = load_config(config)
+    except ConfigError as err:
+        typer.echo(f"tcl-tuned: {err}", err=True)
+        raise typer.Exit(2) from None  # 2: systemd's RestartPreventExitStatus, a restart won't fix it
+    try:
+        code = Daemon(cfg).run()
+    except StartupError as err:
+        typer.echo(f"tcl-tuned: cannot start: {err}", err=True)
+        raise typer.Exit(1) from None
+    raise typer.Exit(code)
+
+
+@app.command("status")
+def status_command(
+    config: Path | None = typer.Option(None, "--config", dir_okay=False, help=f"config naming the status file (default {DEFAULT_CONFIG})"),
+    status_file: Path | None = typer.Option(None, "--status-file", dir_okay=False, help="read this status file directly"),
+    as_json: bool = typer.Option(False, "--json", help="print the status file itself"),
+) -> None:
+    """Show what the daemon is doing: one row per model, from the status file."""
+    from pydantic import ValidationError
+    from rich.console import Console
+
+    from daemon.config import ConfigError, load_config
+    from daemon.status import read_status
+    from daemon.status_table import render_status
+
+    if config is not None and status_file is not None:
+        typer.echo("tcl-tuned: give --config or --status-file, not both", err=True)
+        raise typer.Exit(2)
+    if status_file is None:
+        try:
+            cfg = load_config(config or DEFAULT_CONFIG)
+        except ConfigError as err:
+            typer.echo(f"tcl-tuned: {err}", err=True)
+            raise typer.Exit(2) from None
+        status_file, stale_after = cfg.status_file, 3 * cfg.heartbeat_seconds
+    else:
+        stale_after = 30.0
+    if not status_file.is_file():
+        typer.echo(f"tcl-tuned: no status file at {status_file} (has the daemon ever started?)", err=True)
+        raise typer.Exit(1)
+    if as_json:
+        typer.echo(status_file.read_text(), nl=False)
+        return
+    try:
+        status = read_status(status_file)
+    except ValidationError as err:
+        typer.echo(f"tcl-tuned: {status_file} is not a status file: {err.errors()[0]['msg']}", err=True)
+        raise typer.Exit(1) from None
+    Console().print(render_status(status, stale_after_seconds=stale_after))

@@ -1,0 +1,254 @@
+"""The daemon loop: watcher -> queue -> worker -> status file, one testable step at a time.
+
+Signal handlers only set a flag; `run()` notices it between steps and shuts down: the running
+job's child is stopped (SIGTERM, grace, SIGKILL) and the job goes back to `queued`. Its measured
+trials stay in the tuning database under state_dir, so the next run picks up from there.
+`step(now)` takes the clock as an argument so tests drive the loop without sleeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+from daemon.config import DaemonConfig
+from daemon.notify import SystemdNotify, WatchdogPinger, watchdog_interval
+from daemon.queue import RUNNING_STAGES, Job, JobQueue, file_sha256, input_problem
+from daemon.status import DaemonInfo, DaemonState, LatencyMs, ModelEntry, StatusFile, write_status
+from daemon.watcher import Watcher
+from daemon.worker import Failed, JobSpec, Succeeded, Worker
+from deploy.options import Progress
+
+log = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """The daemon cannot start (a folder cannot be created or read); str(err) says which and why."""
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("tcl-tuned")
+    except metadata.PackageNotFoundError:  # running from a checkout that was never installed
+        return "0+unknown"
+
+
+class Daemon:
+    """Owns the watcher, queue and worker; `start`, then `step` until asked to stop, then `shutdown`."""
+
+    def __init__(
+        self,
+        config: DaemonConfig,
+        *,
+        watcher: Watcher | None = None,
+        worker: Worker | None = None,
+        notify: SystemdNotify | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self.watcher = watcher or Watcher(
+            config.watch_dir,
+            settle_seconds=config.settle_seconds,
+            force_polling=config.force_polling,
+            poll_interval_seconds=config.poll_interval_seconds,
+        )
+        self.worker = worker or Worker()
+        self._notify = notify or SystemdNotify()
+        self._clock = clock
+        self._queue: JobQueue | None = None
+        self._state: DaemonState = "starting"
+        self._started_at = datetime.now(UTC)
+        self._stop_requested = False
+        self._last_step_monotonic = time.monotonic()
+        self._last_published: tuple | None = None
+        self._last_write_at = -math.inf
+        self._pinger: WatchdogPinger | None = None
+
+    @property
+    def queue(self) -> JobQueue:
+        if self._queue is None:
+            raise RuntimeError("daemon not started")
+        return self._queue
+
+    @property
+    def state(self) -> DaemonState:
+        return self._state
+
+    def request_stop(self) -> None:
+        """Ask `run()` to stop after the current step. Safe to call from a signal handler."""
+        self._stop_requested = True
+
+    def start(self, now: float | None = None) -> None:
+        """Create folders, open the queue (re-queueing interrupted jobs), start watching, tell systemd."""
+        now = self._clock() if now is None else now
+        cfg = self.config
+        for folder in (cfg.watch_dir, cfg.output_dir, cfg.state_dir, cfg.status_file.parent):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                raise StartupError(f"cannot create {folder}: {err.strerror or err}") from None
+        if not os.access(cfg.watch_dir, os.R_OK | os.X_OK):
+            raise StartupError(f"cannot read watch folder {cfg.watch_dir}")
+        self._queue = JobQueue.open(cfg.state_dir)
+        self._publish(now, force=True)
+        mode = self.watcher.start()
+        self.watcher.scan(now)
+        self._state = "watching"
+        self._publish(now, force=True)
+        log.info("watching %s (%s); state in %s, artifacts to %s", cfg.watch_dir, mode, cfg.state_dir, cfg.output_dir)
+        self._notify.ready(status=f"watching {cfg.watch_dir} ({mode})")
+        interval = watchdog_interval()
+        if interval is not None:
+            max_stall = max(interval, 10 * cfg.tick_seconds)
+            self._pinger = WatchdogPinger(self._notify, interval, lambda: self.is_healthy(max_stall))
+            self._pinger.start()
+
+    def step(self, now: float | None = None) -> None:
+        """One iteration: admit complete files, collect the worker, start the next job, write status."""
+        now = self._clock() if now is None else now
+        self._last_step_monotonic = time.monotonic()
+        for path in self.watcher.ready_paths(now):
+            self._admit(path)
+        self._collect_worker()
+        if self.worker.running_job_id is None:
+            self._start_next_job()
+        self._publish(now)
+
+    def run(self) -> int:
+        """Start, step every tick_seconds until SIGTERM/SIGINT (or request_stop), shut down; return 0."""
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.start()
+            while not self._stop_requested:
+                self.step()
+                time.sleep(self.config.tick_seconds)
+        finally:
+            self.shutdown()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return 0
+
+    def shutdown(self, now: float | None = None) -> None:
+        """Stop the running job (back to queued), stop watching, write the status as `stopped`."""
+        if self._state == "stopped":
+            return
+        self._state = "stopping"
+        self._notify.stopping()
+        self._publish(self._clock() if now is None else now, force=True)
+        stopped = self.worker.stop(self.config.stop_grace_seconds)
+        if stopped is not None:
+            job_id, outcome = stopped
+            if outcome is None:
+                self.queue.requeue(job_id)
+                log.info("job %d: stopped with the daemon, back to queued", job_id)
+            else:
+                self._record_outcome(job_id, outcome)  # it finished just before we stopped it
+        if self._pinger is not None:
+            self._pinger.stop()
+        self.watcher.stop()
+        self._state = "stopped"
+        self._publish(self._clock() if now is None else now, force=True)
+        if self._queue is not None:
+            self._queue.close()
+        log.info("stopped")
+
+    def is_healthy(self, max_stall: float) -> bool:
+        """The main loop stepped within `max_stall` seconds and the observer still runs."""
+        return time.monotonic() - self._last_step_monotonic < max_stall and self.watcher.is_alive()
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self._stop_requested = True  # only a flag: the loop does the work, outside the handler
+
+    def _admit(self, path: Path) -> None:
+        try:
+            sha256 = file_sha256(path)
+        except FileNotFoundError:
+            log.info("%s vanished before it could be queued", path)
+            return
+        except OSError as err:
+            log.warning("cannot read %s: %s; not queued", path, err)
+            return
+        job = self.queue.enqueue(path, sha256)
+        if job is not None:
+            log.info("job %d: queued %s (sha256 %s)", job.id, path.name, sha256[:8])
+            return
+        known = self.queue.by_sha256(sha256)
+        if known is not None and known.path != path:
+            log.info("%s has the content of job %d (%s, %s): not queued again", path.name, known.id, known.path.name, known.state)
+
+    def _start_next_job(self) -> None:
+        while (job := self.queue.next_queued()) is not None:
+            problem = input_problem(job)
+            if problem is not None:
+                self.queue.mark_failed(job.id, problem)
+                log.warning("job %d: failed: %s", job.id, problem)
+                continue
+            spec = JobSpec(job.id, job.path, self.config.output_dir, self.config.state_dir, self.config.tuning)
+            try:
+                self.worker.start(spec)
+            except OSError as err:
+                self.queue.mark_failed(job.id, f"cannot start worker: {err}")
+                continue
+            self.queue.mark_started(job.id)
+            return
+
+    def _collect_worker(self) -> None:
+        for job_id, report in self.worker.poll():
+            if isinstance(report, Progress):
+                if report.stage in RUNNING_STAGES:  # done/failed come only from the outcome
+                    self.queue.set_progress(job_id, report.stage, report.trials_done, report.trials_total)
+            else:
+                self._record_outcome(job_id, report)
+
+    def _record_outcome(self, job_id: int, outcome: Succeeded | Failed) -> None:
+        if isinstance(outcome, Succeeded):
+            self.queue.mark_done(job_id, outcome.artifact_dir, outcome.latency_ms)
+            log.info("job %d: done -> %s (tvm %.3f ms)", job_id, outcome.artifact_dir, outcome.latency_ms.tvm)
+        else:
+            self.queue.mark_failed(job_id, outcome.reason)
+            log.warning("job %d: failed: %s", job_id, outcome.reason)
+
+    def _publish(self, now: float, *, force: bool = False) -> None:
+        """Rewrite the status file when anything changed, or when the heartbeat is due."""
+        if self._queue is None:
+            return  # nothing honest to report before the queue opened
+        models = [_entry(job) for job in self._queue.all_jobs()]
+        content = (self._state, self.watcher.mode, models)
+        if not force and content == self._last_published and now - self._last_write_at < self.config.heartbeat_seconds:
+            return
+        info = DaemonInfo(
+            state=self._state,
+            pid=os.getpid(),
+            started_at=self._started_at,
+            heartbeat_at=datetime.fromtimestamp(now, UTC),
+            version=package_version(),
+            watch_mode=self.watcher.mode,
+        )
+        try:
+            write_status(self.config.status_file, StatusFile(daemon=info, models=models))
+        except OSError as err:  # a full disk must not stop tuning; the next step tries again
+            log.error("cannot write status file %s: %s", self.config.status_file, err)
+            return
+        self._last_published, self._last_write_at = content, now
+
+
+def _entry(job: Job) -> ModelEntry:
+    return ModelEntry(
+        name=job.name,
+        sha256=job.sha256,
+        state=job.state,
+        trials_done=job.trials_done,
+        trials_total=job.trials_total,
+        artifact_dir=job.artifact_dir,
+        latency_ms=None if job.latency_ms is None else LatencyMs(**job.latency_ms.model_dump()),
+        error=job.error,
+        queued_at=job.queued_at,
+        updated_at=job.updated_at,
+    )

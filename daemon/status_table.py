@@ -1,0 +1,40 @@
+"""The status file as a person reads it: a header line about the daemon and a rich table of models."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from daemon.status import StatusFile
+
+STATE_STYLES = {"done": "green", "failed": "red", "queued": "dim"}
+
+
+def render_status(status: StatusFile, *, now: datetime | None = None, stale_after_seconds: float = 30.0) -> Group:
+    """Header + table; the header says when the heartbeat is older than `stale_after_seconds`."""
+    now = now or datetime.now(UTC)
+    daemon = status.daemon
+    age = (now - daemon.heartbeat_at).total_seconds()
+    header = Text(f"daemon {daemon.state} (pid {daemon.pid}, {daemon.version}), heartbeat {age:.0f}s ago")
+    if daemon.state not in ("stopped",) and age > stale_after_seconds:
+        header.append("  STALE: the daemon may have died", style="bold red")
+
+    table = Table(show_edge=False)
+    for column in ("model", "sha256", "state", "trials", "tvm ms", "untuned ms", "onnxruntime ms", "artifact / error"):
+        table.add_column(column, justify="right" if column.endswith(("ms", "trials")) else "left")
+    for model in status.models:
+        latency = model.latency_ms
+        table.add_row(
+            model.name,
+            model.sha256[:8],
+            Text(model.state, style=STATE_STYLES.get(model.state, "yellow")),
+            f"{model.trials_done}/{model.trials_total}",
+            *(("-",) * 3 if latency is None else (f"{latency.tvm:.3f}", f"{latency.untuned:.3f}", f"{latency.onnxruntime:.3f}")),
+            model.error or model.artifact_dir or "",
+        )
+    if not status.models:
+        return Group(header, Text("no models seen yet"))
+    return Group(header, table)
