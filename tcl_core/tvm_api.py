@@ -129,8 +129,7 @@ def tune_tasks(
     `population` sizes the evolutionary search: TVM's default 512 costs more search time than
     measuring on small budgets (notes, item 12).
     """
-    # MetaSchedule's console handler takes the package logger's level; keep its tables in the log file.
-    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)
+    _reset_meta_schedule_logging()
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         extracted_tasks=tasks,
         work_dir=str(work_dir),
@@ -152,6 +151,20 @@ def tune_tasks(
         measure_callbacks=[*ms.MeasureCallback.create("default"), counter],
     )
     return counter.count
+
+
+def _reset_meta_schedule_logging() -> None:
+    """Quiet MetaSchedule's console and drop the previous run's handlers.
+
+    Its console handler takes the package logger's level, so WARNING keeps the per-round tables in
+    the log file only. Handlers left by an earlier run in this process hold the old log file open
+    and make TVM's logging setup fail on the second run (a nameless handler in its config).
+    """
+    package_logger = logging.getLogger("tvm.s_tir.meta_schedule")
+    for handler in list(package_logger.handlers):
+        package_logger.removeHandler(handler)
+        handler.close()
+    package_logger.setLevel(logging.WARNING)
 
 
 def apply_database(mod: tvm.IRModule, target: tvm.target.Target, database: ms.Database) -> tvm.IRModule:

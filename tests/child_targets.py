@@ -1,0 +1,69 @@
+"""Stand-ins for deploy.pipeline.run_pipeline, run in the worker's child process.
+
+`fake_pipeline` picks a behaviour from the model's file stem, so one injected function lets a
+daemon test mix good, failing, crashing and hanging jobs:
+  segfault*  -> SIGSEGV          exit*  -> os._exit(3)        hang*  -> report, then wait forever
+  pipeerr*   -> PipelineError    valueerr* -> ValueError      anything else -> a fake success
+  wait*      -> report, then succeed once `<state_dir>/release` exists
+`always_succeed` ignores the name (a restarted daemon finishing what a `hang` job left).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from deploy.artifact import Latency, Manifest, Verification, artifact_name
+from deploy.errors import PipelineError
+from deploy.options import Progress
+
+FAKE_LATENCY = Latency(tvm=0.5, untuned=1.5, onnxruntime=1.0)
+
+
+def fake_pipeline(model_path: Path, *, output_dir: Path, state_dir: Path, options, on_progress) -> Manifest:
+    stem = Path(model_path).stem
+    on_progress(Progress(stage="tuning", trials_done=0, trials_total=4))
+    if stem.startswith("segfault"):
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if stem.startswith("exit"):
+        os._exit(3)
+    if stem.startswith("pipeerr"):
+        raise PipelineError("model has no outputs")
+    if stem.startswith("valueerr"):
+        raise ValueError("bad\nthing   happened")
+    if stem.startswith("hang"):
+        # A grandchild like TVM's builder pool; the worker must stop it along with the child.
+        helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        (Path(state_dir) / f"{stem}.grandchild.pid").write_text(str(helper.pid))
+        on_progress(Progress(stage="tuning", trials_done=1, trials_total=4))
+        while True:
+            time.sleep(1)
+    if stem.startswith("wait"):
+        on_progress(Progress(stage="tuning", trials_done=1, trials_total=4))
+        while not (Path(state_dir) / "release").exists():
+            time.sleep(0.02)
+    return always_succeed(model_path, output_dir=output_dir, state_dir=state_dir, options=options, on_progress=on_progress)
+
+
+def always_succeed(model_path: Path, *, output_dir: Path, state_dir: Path, options, on_progress) -> Manifest:
+    on_progress(Progress(stage="tuning", trials_done=4, trials_total=4))
+    on_progress(Progress(stage="building", trials_done=4, trials_total=4))
+    on_progress(Progress(stage="verifying", trials_done=4, trials_total=4))
+    return _manifest(Path(model_path), Path(output_dir))
+
+
+def _manifest(model_path: Path, output_dir: Path) -> Manifest:
+    sha256 = hashlib.sha256(model_path.read_bytes()).hexdigest()
+    return Manifest(
+        name=model_path.stem, sha256=sha256, source=str(model_path),
+        artifact_dir=str(output_dir / artifact_name(model_path.stem, sha256)),
+        inputs=[], outputs=[], target={"kind": "llvm"}, platform="fake", tvm_version="fake",
+        cost_model="random", trials=4, trials_measured=4, tasks=1, tasks_reused=0, tuning_seconds=0.0,
+        verification=Verification(max_abs_err=0.0, max_rel_err=0.0, atol=1e-4, rtol=1e-3, passed=True),
+        latency_ms=FAKE_LATENCY, created_at="2026-01-01T00:00:00+00:00",
+    )

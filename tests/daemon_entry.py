@@ -1,0 +1,20 @@
+"""`python -m tests.daemon_entry CONFIG`: the real daemon loop, signals included, with the fake pipeline.
+
+Lets a test SIGTERM a daemon whose job is still running, without TVM and without timing races.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from daemon.config import load_config
+from daemon.main import Daemon
+from daemon.worker import Worker
+from tests.child_targets import fake_pipeline
+
+if __name__ == "__main__":  # spawned workers re-import this module; only the parent runs the daemon
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    daemon = Daemon(load_config(Path(sys.argv[1])), worker=Worker(pipeline_fn=fake_pipeline))
+    sys.exit(daemon.run())

@@ -1,0 +1,250 @@
+"""The daemon loop, in process (driven step by step) and as a real process receiving signals."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psutil
+import pytest
+
+from daemon.status import StatusFile, read_status
+from tests import child_targets
+from tests.models import corrupt_onnx, tiny_mlp_onnx
+from tests.waiting import step_until, wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _drop(path: Path, content: bytes, watch_dir: Path) -> Path:
+    """Write outside the watch folder, then move in: how people are told to submit models."""
+    staged = watch_dir.parent / f"staging-{path.name}"
+    staged.write_bytes(content)
+    os.rename(staged, watch_dir / path.name)
+    return watch_dir / path.name
+
+
+def _models(daemon) -> dict[str, object]:
+    return {entry.name: entry for entry in read_status(daemon.config.status_file).models}
+
+
+def _state_of(daemon, name: str) -> str | None:
+    entry = _models(daemon).get(name)
+    return None if entry is None else entry.state
+
+
+def test_moved_in_file_is_tuned_and_reported(daemon_factory):
+    daemon = daemon_factory()
+    status = read_status(daemon.config.status_file)
+    assert status.daemon.state == "watching" and status.daemon.pid == os.getpid()
+    _drop(Path("good.onnx"), b"good model", daemon.config.watch_dir)
+    step_until(daemon, lambda: _state_of(daemon, "good") == "done", what="good.onnx done")
+    entry = _models(daemon)["good"]
+    assert entry.latency_ms.tvm == child_targets.FAKE_LATENCY.tvm
+    assert (entry.trials_done, entry.trials_total, entry.error) == (4, 4, None)
+    assert Path(entry.artifact_dir).name.startswith("good-")
+    assert (daemon.config.watch_dir / "good.onnx").read_bytes() == b"good model"  # input untouched
+
+
+def test_duplicate_content_is_not_queued_again(daemon_factory):
+    daemon = daemon_factory()
+    watch = daemon.config.watch_dir
+    _drop(Path("first.onnx"), b"same bytes", watch)
+    step_until(daemon, lambda: _state_of(daemon, "first") == "done")
+    _drop(Path("second.onnx"), b"same bytes", watch)
+    _drop(Path("third.onnx"), b"other bytes", watch)  # events arrive in order: third after second
+    step_until(daemon, lambda: _state_of(daemon, "third") == "done")
+    assert list(_models(daemon)) == ["first", "third"]
+
+
+def test_crashing_worker_fails_the_job_and_the_daemon_goes_on(daemon_factory):
+    daemon = daemon_factory()
+    _drop(Path("segfault.onnx"), b"crashes TVM", daemon.config.watch_dir)
+    _drop(Path("after.onnx"), b"fine", daemon.config.watch_dir)
+    step_until(daemon, lambda: _state_of(daemon, "after") == "done")
+    crashed = _models(daemon)["segfault"]
+    assert crashed.state == "failed" and crashed.error == "worker crashed (signal 11, SIGSEGV)"
+    assert daemon.state == "watching"
+
+
+def test_ignored_names_and_sidecars_never_become_jobs(daemon_factory):
+    daemon = daemon_factory()
+    watch = daemon.config.watch_dir
+    for name in ("up.onnx.tmp", "up.onnx.part", ".hidden.onnx", "model.json", "notes.txt"):
+        (watch / name).write_bytes(b"x" + name.encode())
+    (watch / "model.onnx").write_bytes(b"the model")
+    step_until(daemon, lambda: _state_of(daemon, "model") == "done")
+    assert list(_models(daemon)) == ["model"]
+
+
+def test_input_removed_while_queued_fails_with_reason(daemon_factory):
+    daemon = daemon_factory()
+    watch = daemon.config.watch_dir
+    _drop(Path("wait.onnx"), b"blocks the worker", watch)
+    step_until(daemon, lambda: _state_of(daemon, "wait") == "tuning")
+    victim = _drop(Path("victim.onnx"), b"queued behind it", watch)
+    step_until(daemon, lambda: _state_of(daemon, "victim") == "queued")
+    victim.unlink()
+    (daemon.config.state_dir / "release").touch()
+    step_until(daemon, lambda: _state_of(daemon, "victim") == "failed")
+    assert "disappeared before the job ran" in _models(daemon)["victim"].error
+    assert _state_of(daemon, "wait") == "done"
+
+
+def test_restart_runs_what_was_queued_and_what_was_running(daemon_factory, daemon_config):
+    first = daemon_factory()
+    watch = first.config.watch_dir
+    _drop(Path("hang.onnx"), b"never finishes here", watch)
+    step_until(first, lambda: _models(first).get("hang") and _models(first)["hang"].trials_done == 1)
+    _drop(Path("next.onnx"), b"waits its turn", watch)
+    step_until(first, lambda: _state_of(first, "next") == "queued")
+    first.shutdown()
+    status = read_status(first.config.status_file)
+    assert status.daemon.state == "stopped"
+    assert [(m.name, m.state) for m in status.models] == [("hang", "queued"), ("next", "queued")]
+
+    second = daemon_factory(pipeline_fn=child_targets.always_succeed, config=first.config)
+    step_until(second, lambda: _state_of(second, "next") == "done")
+    assert [(m.name, m.state) for m in read_status(second.config.status_file).models] == [
+        ("hang", "done"), ("next", "done")  # oldest first; the start-up scan added no duplicates
+    ]
+
+
+def test_status_is_rewritten_on_heartbeat_only_when_nothing_changes(daemon_config):
+    from daemon.main import Daemon
+    from daemon.notify import SystemdNotify
+    from daemon.worker import Worker
+    from tests.conftest import RecordingNotifier
+
+    daemon = Daemon(daemon_config(heartbeat_seconds=10.0), worker=Worker(pipeline_fn=child_targets.fake_pipeline),
+                    notify=SystemdNotify(RecordingNotifier()))
+    daemon.start(now=1000.0)
+    try:
+        def heartbeat() -> datetime:
+            return read_status(daemon.config.status_file).daemon.heartbeat_at
+
+        assert heartbeat() == datetime.fromtimestamp(1000.0, UTC)
+        daemon.step(now=1009.0)
+        assert heartbeat() == datetime.fromtimestamp(1000.0, UTC)  # nothing changed, heartbeat not due
+        daemon.step(now=1010.5)
+        assert heartbeat() == datetime.fromtimestamp(1010.5, UTC)
+    finally:
+        daemon.shutdown(now=1011.0)
+    assert read_status(daemon.config.status_file).daemon.state == "stopped"
+
+
+# --- real processes and signals ---
+
+
+def _write_config(tmp_path: Path, **extra) -> Path:
+    values = {
+        "watch_dir": tmp_path / "watch", "output_dir": tmp_path / "out", "state_dir": tmp_path / "state",
+        "settle_seconds": 0.3, "tick_seconds": 0.05, "stop_grace_seconds": 2.0, **extra,
+    }
+    lines = [f'{key} = {value!r}' if not isinstance(value, Path) else f'{key} = "{value}"' for key, value in values.items()]
+    path = tmp_path / "config.toml"
+    path.write_text("\n".join(lines) + "\n[tuning]\ntrials = 0\ntiming_repeats = 3\n")
+    return path
+
+
+def _daemon_command() -> list[str]:
+    installed = shutil.which("tcl-tuned", path=str(Path(sys.executable).parent))
+    return [installed] if installed else [sys.executable, "-m", "daemon"]
+
+
+def _status_when(path: Path, condition, timeout: float = 30.0) -> StatusFile:
+    def check():
+        if not path.is_file():
+            return None
+        status = read_status(path)
+        return status if condition(status) else None
+
+    return wait_until(check, timeout=timeout, what=f"status file {path} to match")
+
+
+def _start(command: list[str], tmp_path: Path, **env) -> subprocess.Popen:
+    return subprocess.Popen(
+        command, cwd=REPO, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_cli_daemon_stops_cleanly_on_signal(tmp_path, sig):
+    config = _write_config(tmp_path)
+    status_file = tmp_path / "state" / "status.json"
+    process = _start([*_daemon_command(), "daemon", "--config", str(config)], tmp_path)
+    try:
+        status = _status_when(status_file, lambda s: s.daemon.state == "watching")
+        assert status.daemon.pid == process.pid
+        process.send_signal(sig)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert read_status(status_file).daemon.state == "stopped"
+    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO daemon.main: watching ", stderr, re.M), stderr
+
+
+def test_sigterm_puts_the_running_job_back_to_queued(tmp_path):
+    config = _write_config(tmp_path)
+    status_file = tmp_path / "state" / "status.json"
+    process = _start([sys.executable, "-m", "tests.daemon_entry", str(config)], tmp_path)
+    try:
+        _status_when(status_file, lambda s: s.daemon.state == "watching")
+        _drop(Path("hang.onnx"), b"tuning forever", tmp_path / "watch")
+        _status_when(status_file, lambda s: [(m.state, m.trials_done) for m in s.models] == [("tuning", 1)])
+        workers = psutil.Process(process.pid).children()
+        helper_pid = int((tmp_path / "state" / "hang.grandchild.pid").read_text())
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    status = read_status(status_file)
+    assert status.daemon.state == "stopped"
+    assert [(m.name, m.state) for m in status.models] == [("hang", "queued")]
+    for pid in [p.pid for p in workers] + [helper_pid]:
+        wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+                   timeout=5, what=f"process {pid} to be gone")
+
+
+# --- with the real pipeline (TVM in the worker, trials=0) ---
+
+
+def test_corrupt_model_fails_and_the_next_good_one_is_built(daemon_factory, daemon_tiny_model):
+    daemon = daemon_factory(pipeline_fn=None)
+    watch = daemon.config.watch_dir
+    corrupt_onnx(watch.parent / "x.onnx")
+    os.rename(watch.parent / "x.onnx", watch / "x.onnx")
+    os.rename(daemon_tiny_model, watch / "tiny.onnx")
+    step_until(daemon, lambda: _state_of(daemon, "tiny") in ("done", "failed"), timeout=150)
+    models = _models(daemon)
+    assert models["x"].state == "failed" and "not a readable ONNX file" in models["x"].error
+    assert models["tiny"].state == "done", models["tiny"].error
+    artifact = Path(models["tiny"].artifact_dir)
+    assert (artifact / "model.so").is_file() and (artifact / "manifest.json").is_file()
+    assert models["tiny"].latency_ms.onnxruntime > 0
+
+
+def test_cli_daemon_tunes_a_dropped_model_end_to_end(tmp_path):
+    config = _write_config(tmp_path)
+    status_file = tmp_path / "state" / "status.json"
+    process = _start([*_daemon_command(), "daemon", "--config", str(config)], tmp_path)
+    try:
+        _status_when(status_file, lambda s: s.daemon.state == "watching")
+        tiny_mlp_onnx(tmp_path / "tiny.onnx")
+        os.rename(tmp_path / "tiny.onnx", tmp_path / "watch" / "tiny.onnx")
+        status = _status_when(status_file, lambda s: s.models and s.models[0].state in ("done", "failed"), timeout=150)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert status.models[0].state == "done", status.models[0].error
+    assert (Path(status.models[0].artifact_dir) / "model.so").is_file()
+    assert process.returncode == 0, stderr

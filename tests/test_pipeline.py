@@ -1,0 +1,134 @@
+"""The whole pipeline with real TVM tuning, builds and onnxruntime, on tiny models and budgets."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from deploy import pipeline as pipeline_module
+from deploy.artifact import Manifest, Verification
+from deploy.errors import PipelineError, VerificationError
+from deploy.options import TuningOptions
+from deploy.pipeline import run_pipeline
+from tests.models import corrupt_onnx, tiny_mlp_onnx
+
+# Small search so one tuning round costs seconds, not tens of seconds.
+FAST = dict(trials_per_iter=8, population=64, timing_repeats=3)
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """tiny_mlp tuned with "xgb" for 8 trials; shared state_dir for the reuse test."""
+    root = tmp_path_factory.mktemp("pipeline")
+    progress = []
+    manifest = run_pipeline(
+        tiny_mlp_onnx(root / "mlp.onnx"), output_dir=root / "out", state_dir=root / "state",
+        options=TuningOptions(trials=8, cost_model="xgb", **FAST), on_progress=progress.append,
+    )
+    return root, manifest, progress
+
+
+def test_manifest_says_what_was_tuned_and_that_it_verified(tuned):
+    root, manifest, _ = tuned
+    on_disk = Manifest.model_validate_json((root / "out" / f"mlp-{manifest.sha256[:8]}" / "manifest.json").read_text())
+    assert on_disk == manifest
+    assert manifest.artifact_dir == str(root / "out" / f"mlp-{manifest.sha256[:8]}")
+    assert manifest.cost_model == "xgb" and manifest.trials == 8 and manifest.trials_measured == 8
+    assert manifest.tasks >= 1 and manifest.tasks_reused == 0
+    assert manifest.verification.passed and manifest.verification.max_abs_err < 1e-4
+    assert manifest.inputs[0].shape == [1, 16] and manifest.outputs[0].shape == [1, 8]
+    assert manifest.target["kind"] == "llvm" and manifest.platform.startswith("llvm-")
+    assert min(manifest.latency_ms.tvm, manifest.latency_ms.untuned, manifest.latency_ms.onnxruntime) > 0
+    assert manifest.tuning_seconds > 0
+
+
+def test_progress_walks_through_the_stages(tuned):
+    _, _, progress = tuned
+    stages = [p.stage for p in progress]
+    assert stages[0] == "tuning" and stages[-1] == "verifying"
+    assert stages.index("building") < stages.index("verifying")
+    assert max(p.trials_done for p in progress) == 8
+
+
+def test_output_folder_holds_only_the_artifact(tuned):
+    root, manifest, _ = tuned
+    assert sorted(p.name for p in (root / "out").iterdir()) == [f"mlp-{manifest.sha256[:8]}"]
+    assert sorted(p.name for p in (root / "out" / f"mlp-{manifest.sha256[:8]}").iterdir()) == ["manifest.json", "model.so"]
+
+
+def test_library_runs_in_a_fresh_process_with_the_tvm_runtime_alone(tuned):
+    root, manifest, _ = tuned
+    x = np.random.default_rng(3).standard_normal((1, 16)).astype(np.float32)
+    np.save(root / "x.npy", x)
+    script = textwrap.dedent(f"""
+        import numpy as np, tvm
+        from tvm import relax
+        vm = relax.VirtualMachine(tvm.runtime.load_module({manifest.artifact_dir + '/model.so'!r}), tvm.cpu())
+        y = vm["main"](tvm.runtime.tensor(np.load({str(root / 'x.npy')!r})))
+        np.save({str(root / 'y.npy')!r}, y.numpy())
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(root / "mlp.onnx"), providers=["CPUExecutionProvider"])
+    (expected,) = session.run(None, {"x": x})
+    np.testing.assert_allclose(np.load(root / "y.npy"), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_second_model_with_same_workloads_reuses_records(tuned):
+    root, first, _ = tuned
+    manifest = run_pipeline(
+        tiny_mlp_onnx(root / "mlp_v2.onnx", seed=1), output_dir=root / "out", state_dir=root / "state",
+        options=TuningOptions(trials=8, cost_model="xgb", **FAST),
+    )
+    assert manifest.sha256 != first.sha256
+    assert manifest.tasks_reused == manifest.tasks and manifest.trials_measured == 0
+    assert manifest.platform == first.platform and manifest.verification.passed
+
+
+def test_random_cost_model_tunes(tmp_path):
+    manifest = run_pipeline(
+        tiny_mlp_onnx(tmp_path / "mlp.onnx", seed=2), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+        options=TuningOptions(trials=8, cost_model="random", **FAST),
+    )
+    assert manifest.cost_model == "random" and manifest.trials_measured == 8 and manifest.verification.passed
+
+
+def test_unknown_cost_model_name_is_refused():
+    with pytest.raises(ValueError):
+        TuningOptions(cost_model="gbdt")
+
+
+def test_sidecar_trials_override_options(tmp_path):
+    path = tiny_mlp_onnx(tmp_path / "mlp.onnx", seed=4)
+    (tmp_path / "mlp.json").write_text(json.dumps({"trials": 0}))
+    manifest = run_pipeline(path, output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+                            options=TuningOptions(trials=64, **FAST))
+    assert manifest.trials == 0 and manifest.trials_measured == 0 and manifest.verification.passed
+
+
+def test_bad_model_raises_and_writes_nothing(tmp_path):
+    with pytest.raises(PipelineError, match="not a readable ONNX file"):
+        run_pipeline(corrupt_onnx(tmp_path / "bad.onnx"), output_dir=tmp_path / "out",
+                     state_dir=tmp_path / "state", options=TuningOptions(trials=0))
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_failed_verification_emits_nothing(tmp_path, monkeypatch):
+    failing = Verification(max_abs_err=1.0, max_rel_err=1.0, atol=1e-4, rtol=1e-3, passed=False)
+    monkeypatch.setattr(pipeline_module.verify, "compare", lambda *args, **kwargs: failing)
+    with pytest.raises(VerificationError, match="max_abs_err=1"):
+        run_pipeline(tiny_mlp_onnx(tmp_path / "mlp.onnx"), output_dir=tmp_path / "out",
+                     state_dir=tmp_path / "state", options=TuningOptions(trials=0, **FAST))
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_bad_target_is_a_pipeline_error(tmp_path):
+    with pytest.raises(PipelineError, match="target"):
+        run_pipeline(tiny_mlp_onnx(tmp_path / "mlp.onnx"), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+                     options=TuningOptions(trials=0, target={"kind": "no-such-kind"}))

@@ -1,0 +1,93 @@
+"""Job queue: dedup by content, persistence across restarts, input checks before a job runs."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+
+import pytest
+
+from daemon.queue import JobQueue, file_sha256, input_problem, one_line
+from deploy.artifact import Latency
+
+
+@pytest.fixture
+def model(tmp_path):
+    path = tmp_path / "watch" / "resnet.onnx"
+    path.parent.mkdir()
+    path.write_bytes(b"model one")
+    return path
+
+
+def test_enqueue_records_a_queued_job(tmp_path, model):
+    jobs = JobQueue.open(tmp_path / "state")
+    sha = file_sha256(model)
+    assert sha == hashlib.sha256(b"model one").hexdigest()
+    job = jobs.enqueue(model, sha)
+    assert job is not None
+    assert (job.name, job.path, job.sha256, job.state) == ("resnet", model, sha, "queued")
+    assert (job.trials_done, job.trials_total, job.artifact_dir, job.latency_ms, job.error) == (0, 0, None, None, None)
+    assert jobs.next_queued() == job
+
+
+def test_same_content_is_not_queued_twice_whatever_its_name(tmp_path, model):
+    jobs = JobQueue.open(tmp_path / "state")
+    sha = file_sha256(model)
+    first = jobs.enqueue(model, sha)
+    copy = model.with_name("resnet-copy.onnx")
+    copy.write_bytes(model.read_bytes())
+    assert jobs.enqueue(copy, file_sha256(copy)) is None
+    assert jobs.enqueue(model, sha) is None
+    jobs.mark_failed(first.id, "bad model")
+    assert jobs.enqueue(model, sha) is None  # failed content stays failed until the content changes
+    assert [j.id for j in jobs.all_jobs()] == [first.id]
+
+
+def test_jobs_survive_reopen_and_running_ones_go_back_to_queued(tmp_path, model):
+    state = tmp_path / "state"
+    jobs = JobQueue.open(state)
+    running = jobs.enqueue(model, "a" * 64)
+    waiting = jobs.enqueue(model.with_name("b.onnx"), "b" * 64)
+    done = jobs.enqueue(model.with_name("c.onnx"), "c" * 64)
+    jobs.mark_started(running.id)
+    jobs.set_progress(running.id, "building", 5, 8)
+    jobs.mark_started(done.id)
+    jobs.mark_done(done.id, "/out/c-cccccccc", Latency(tvm=1.0, untuned=2.0, onnxruntime=3.0))
+    jobs.close()  # as if the daemon died here
+
+    reopened = JobQueue.open(state)
+    states = {job.id: job for job in reopened.all_jobs()}
+    assert states[running.id].state == "queued" and states[running.id].trials_done == 0
+    assert states[running.id].trials_total == 8
+    assert states[waiting.id].state == "queued"
+    assert states[done.id].state == "done"
+    assert states[done.id].latency_ms == Latency(tvm=1.0, untuned=2.0, onnxruntime=3.0)
+    assert states[done.id].artifact_dir == "/out/c-cccccccc"
+    assert reopened.next_queued().id == running.id  # oldest first
+
+
+def test_failure_reason_is_one_line(tmp_path, model):
+    jobs = JobQueue.open(tmp_path / "state")
+    job = jobs.enqueue(model, file_sha256(model))
+    jobs.mark_failed(job.id, "Traceback:\n  line 1\n\n  boom")
+    failed = jobs.get(job.id)
+    assert failed.state == "failed" and failed.error == "Traceback: line 1 boom"
+    assert failed.finished_at is not None
+    assert len(one_line("x " * 1000)) == 500
+
+
+def test_database_uses_wal_and_a_schema_version(tmp_path):
+    JobQueue.open(tmp_path / "state").close()
+    db = sqlite3.connect(tmp_path / "state" / "jobs.sqlite3")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+
+
+def test_input_problem_names_missing_and_changed_files(tmp_path, model):
+    jobs = JobQueue.open(tmp_path / "state")
+    job = jobs.enqueue(model, file_sha256(model))
+    assert input_problem(job) is None
+    model.write_bytes(b"model two")
+    assert "changed after it was queued" in input_problem(job)
+    model.unlink()
+    assert "disappeared before the job ran" in input_problem(job)
