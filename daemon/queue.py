@@ -7,7 +7,8 @@ progress updates touch one row instead of rewriting a file. Only the daemon's ma
 the connection. `PRAGMA user_version` carries the schema version.
 
 Dedup: a file whose sha256 was ever queued, done or failed is not queued again, whatever its
-name. To retry a failed model, change its content (or remove its row).
+name. To retry a failed model, change its content (or remove its row). Content that failed
+before it ran (its file vanished or changed while queued) may be dropped again.
 """
 
 from __future__ import annotations
@@ -115,14 +116,25 @@ class JobQueue:
         return cursor.rowcount
 
     def enqueue(self, path: Path, sha256: str) -> Job | None:
-        """Queue `path` (content `sha256`) under its stem; None if that content is already known."""
+        """Queue `path` (content `sha256`) under its stem; None if that content is already known.
+
+        One exception: content whose job failed before it ever ran (its file vanished or changed
+        while queued) is queued again under the new path, since that content was never tried.
+        """
         now = _now()
         cursor = self._db.execute(
             "INSERT OR IGNORE INTO jobs (name, path, sha256, state, queued_at, updated_at) "
             "VALUES (?, ?, ?, 'queued', ?, ?)",
             (Path(path).stem, str(path), sha256, now, now),
         )
-        return self.get(cursor.lastrowid) if cursor.rowcount == 1 else None
+        if cursor.rowcount == 1:
+            return self.get(cursor.lastrowid)
+        cursor = self._db.execute(
+            "UPDATE jobs SET state='queued', name=?, path=?, error=NULL, finished_at=NULL, queued_at=?, updated_at=? "
+            "WHERE sha256=? AND state='failed' AND started_at IS NULL",
+            (Path(path).stem, str(path), now, now, sha256),
+        )
+        return self.by_sha256(sha256) if cursor.rowcount == 1 else None
 
     def get(self, job_id: int) -> Job:
         row = self._db.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()

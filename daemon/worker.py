@@ -163,18 +163,22 @@ class Worker:
         return [*reports, (running.job_id, outcome)]
 
     def stop(self, grace_seconds: float) -> tuple[int, Outcome | None] | None:
-        """Stop the running child: SIGTERM, `grace_seconds`, SIGKILL. Return (job id, outcome if it had one)."""
+        """Stop the running child: SIGTERM, `grace_seconds`, SIGKILL.
+
+        Return (job id, the outcome it reported before being stopped, else None). What it reports
+        after the SIGTERM is dropped: a failure then is our doing, not the model's.
+        """
         running = self._running
         if running is None:
             return None
+        self._receive(running)
+        outcome = running.outcome
         if running.process.is_alive():
             self._kill_group(running, signal.SIGTERM)
             running.process.join(grace_seconds)
             if running.process.is_alive():
                 self._kill_group(running, signal.SIGKILL)
                 running.process.join(5)
-        self._receive(running)
-        outcome = running.outcome
         self._finish(running)
         return running.job_id, outcome
 

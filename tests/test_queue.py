@@ -91,3 +91,19 @@ def test_input_problem_names_missing_and_changed_files(tmp_path, model):
     assert "changed after it was queued" in input_problem(job)
     model.unlink()
     assert "disappeared before the job ran" in input_problem(job)
+
+
+def test_content_that_failed_before_running_can_be_dropped_again(tmp_path, model):
+    jobs = JobQueue.open(tmp_path / "state")
+    sha = file_sha256(model)
+    vanished = jobs.enqueue(model, sha)
+    jobs.mark_failed(vanished.id, input_problem(vanished.model_copy(update={"path": tmp_path / "gone.onnx"})))
+    again = model.with_name("resnet-again.onnx")
+    again.write_bytes(model.read_bytes())
+    requeued = jobs.enqueue(again, sha)
+    assert requeued is not None and requeued.id == vanished.id
+    assert (requeued.state, requeued.path, requeued.name, requeued.error) == ("queued", again, "resnet-again", None)
+
+    jobs.mark_started(requeued.id)
+    jobs.mark_failed(requeued.id, "worker crashed (signal 11, SIGSEGV)")
+    assert jobs.enqueue(again, sha) is None  # it ran and failed: the same bytes stay failed

@@ -1,0 +1,54 @@
+"""`tcl-tuned tune` and `tcl-tuned example` as a user runs them: real subprocesses, exit codes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+
+from deploy.artifact import Manifest
+from tests.models import corrupt_onnx, tiny_mlp_onnx
+
+CLI = shutil.which("tcl-tuned", path=str(Path(sys.executable).parent)) or "tcl-tuned"
+
+
+def _run(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_tune_emits_a_verified_artifact_and_exits_zero(tmp_path):
+    model = tiny_mlp_onnx(tmp_path / "mlp.onnx")
+    result = _run("tune", str(model), "--out", str(tmp_path / "out"), "--trials", "0",
+                  "--state-dir", str(tmp_path / "state"), "--target", json.dumps({"kind": "llvm", "num-cores": 1}))
+    assert result.returncode == 0, result.stderr
+    assert "verified:" in result.stdout
+    (artifact,) = (tmp_path / "out").iterdir()
+    manifest = Manifest.model_validate_json((artifact / "manifest.json").read_text())
+    assert manifest.verification.passed and manifest.target == {"kind": "llvm", "num-cores": 1}
+
+
+def test_tune_on_a_corrupt_model_exits_nonzero_with_reason(tmp_path):
+    result = _run("tune", str(corrupt_onnx(tmp_path / "bad.onnx")), "--out", str(tmp_path / "out"),
+                  "--trials", "0", "--state-dir", str(tmp_path / "state"))
+    assert result.returncode == 1
+    assert "error:" in result.stderr and "not a readable ONNX file" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_tune_rejects_bad_arguments_before_importing_tvm(tmp_path):
+    model = tiny_mlp_onnx(tmp_path / "mlp.onnx")
+    bad_json = _run("tune", str(model), "--out", str(tmp_path / "out"), "--target", "{kind: llvm")
+    assert bad_json.returncode == 1 and "--target is not valid JSON" in bad_json.stderr
+    bad_name = _run("tune", str(model), "--out", str(tmp_path / "out"), "--cost-model", "gbdt")
+    assert bad_name.returncode == 1 and "cost_model" in bad_name.stderr
+
+
+def test_example_writes_a_valid_model(tmp_path):
+    result = _run("example", "tiny_cnn", "--out", str(tmp_path / "m.onnx"))
+    assert result.returncode == 0, result.stderr
+    onnx.checker.check_model(onnx.load(str(tmp_path / "m.onnx")))
+    assert _run("example", "resnet9000", "--out", str(tmp_path / "x.onnx")).returncode == 1
