@@ -125,6 +125,9 @@ def daemon_command(
     from daemon.config import ConfigError, load_config
     from daemon.main import Daemon, StartupError
 
+    if log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        typer.echo(f"tcl-tuned: --log-level {log_level!r}: use DEBUG, INFO, WARNING or ERROR", err=True)
+        raise typer.Exit(2)
     logging.basicConfig(
         level=log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -51,6 +51,13 @@ class DaemonConfig(BaseSettings):
     poll_interval_seconds: float = Field(1.0, gt=0, description="how often the polling observer looks")
     tick_seconds: float = Field(0.2, gt=0, description="pause between main-loop steps")
     stop_grace_seconds: float = Field(5.0, ge=0, description="SIGTERM to a running job, then SIGKILL after this")
+
+    @field_validator("watch_dir", "output_dir", "state_dir", "status_file")
+    @classmethod
+    def _absolute(cls, path: Path) -> Path:
+        # Relative paths are read against the working directory once, here, so the worker child
+        # and the status file see the same absolute folders whatever happens to the cwd later.
+        return path.absolute()
 
     @model_validator(mode="before")
     @classmethod

@@ -66,6 +66,7 @@ class Daemon:
         self._state: DaemonState = "starting"
         self._started_at = datetime.now(UTC)
         self._stop_requested = False
+        self._exit_code = 0
         self._last_step_monotonic = time.monotonic()
         self._last_published: tuple | None = None
         self._last_write_at = -math.inf
@@ -80,6 +81,15 @@ class Daemon:
     @property
     def state(self) -> DaemonState:
         return self._state
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
+
+    @property
+    def exit_code(self) -> int:
+        """What `run()` returns: 0 after a requested stop, 1 after the watcher died."""
+        return self._exit_code
 
     def request_stop(self) -> None:
         """Ask `run()` to stop after the current step. Safe to call from a signal handler."""
@@ -98,8 +108,11 @@ class Daemon:
             raise StartupError(f"cannot read watch folder {cfg.watch_dir}")
         self._queue = JobQueue.open(cfg.state_dir)
         self._publish(now, force=True)
-        mode = self.watcher.start()
-        self.watcher.scan(now)
+        try:
+            mode = self.watcher.start()
+            self.watcher.scan(now)
+        except OSError as err:
+            raise StartupError(f"cannot watch {cfg.watch_dir}: {err}") from None
         self._state = "watching"
         self._publish(now, force=True)
         log.info("watching %s (%s); state in %s, artifacts to %s", cfg.watch_dir, mode, cfg.state_dir, cfg.output_dir)
@@ -120,9 +133,16 @@ class Daemon:
         if self.worker.running_job_id is None:
             self._start_next_job()
         self._publish(now)
+        if not self.watcher.is_alive():
+            # Watching is the daemon's purpose: exit non-zero so systemd (Restart=on-failure) restarts it.
+            log.error("the file observer stopped (was %s removed?); stopping", self.config.watch_dir)
+            self._exit_code, self._stop_requested = 1, True
 
     def run(self) -> int:
-        """Start, step every tick_seconds until SIGTERM/SIGINT (or request_stop), shut down; return 0."""
+        """Start, step every tick_seconds until SIGTERM/SIGINT (or request_stop), shut down.
+
+        Return the exit code: 0 for a requested stop, 1 when the watcher died.
+        """
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             self.start()
@@ -133,7 +153,7 @@ class Daemon:
             self.shutdown()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        return 0
+        return self._exit_code
 
     def shutdown(self, now: float | None = None) -> None:
         """Stop the running job (back to queued), stop watching, write the status as `stopped`."""

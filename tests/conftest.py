@@ -11,17 +11,8 @@ from daemon.main import Daemon
 from daemon.notify import SystemdNotify
 from daemon.worker import Worker
 from deploy.options import TuningOptions
+from tests.fakes import RecordingNotifier
 from tests.models import tiny_mlp_onnx
-
-
-class RecordingNotifier:
-    """Stands in for sdnotify.SystemdNotifier: keeps what would have been sent."""
-
-    def __init__(self) -> None:
-        self.sent: list[str] = []
-
-    def notify(self, state: str) -> None:
-        self.sent.append(state)
 
 
 @pytest.fixture

@@ -100,6 +100,13 @@ def test_typos_and_syntax_errors_are_config_errors(tmp_path, text, expected):
         load_config(_write(tmp_path, text))
 
 
+def test_relative_paths_become_absolute_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(_write(tmp_path, 'watch_dir = "var/watch"\nstate_dir = "var/state"\n'))
+    assert cfg.watch_dir == tmp_path / "var" / "watch"
+    assert cfg.status_file == tmp_path / "var" / "state" / "status.json"
+
+
 def test_missing_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "nope.toml")

@@ -116,11 +116,18 @@ def test_restart_runs_what_was_queued_and_what_was_running(daemon_factory, daemo
     ]
 
 
+def test_removed_watch_folder_stops_the_daemon_with_failure(daemon_factory):
+    daemon = daemon_factory()
+    daemon.config.watch_dir.rmdir()  # inotify reports the folder itself gone; the observer ends
+    step_until(daemon, lambda: daemon.stop_requested, what="the daemon to notice")
+    assert daemon.exit_code == 1
+
+
 def test_status_is_rewritten_on_heartbeat_only_when_nothing_changes(daemon_config):
     from daemon.main import Daemon
     from daemon.notify import SystemdNotify
     from daemon.worker import Worker
-    from tests.conftest import RecordingNotifier
+    from tests.fakes import RecordingNotifier
 
     daemon = Daemon(daemon_config(heartbeat_seconds=10.0), worker=Worker(pipeline_fn=child_targets.fake_pipeline),
                     notify=SystemdNotify(RecordingNotifier()))
@@ -189,6 +196,16 @@ def test_cli_daemon_stops_cleanly_on_signal(tmp_path, sig):
     assert process.returncode == 0, stderr
     assert read_status(status_file).daemon.state == "stopped"
     assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO daemon.main: watching ", stderr, re.M), stderr
+
+
+def test_cli_daemon_reports_an_unusable_folder_without_traceback(tmp_path):
+    (tmp_path / "watch").write_text("a file where the watch folder should be")
+    config = _write_config(tmp_path)
+    result = subprocess.run([*_daemon_command(), "daemon", "--config", str(config)],
+                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"cannot start: cannot create {tmp_path / 'watch'}" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_sigterm_puts_the_running_job_back_to_queued(tmp_path):

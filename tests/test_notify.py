@@ -13,7 +13,7 @@ from daemon.main import Daemon
 from daemon.notify import SystemdNotify, WatchdogPinger, watchdog_interval
 from daemon.worker import Worker
 from tests import child_targets
-from tests.conftest import RecordingNotifier
+from tests.fakes import RecordingNotifier
 from tests.waiting import wait_until
 
 

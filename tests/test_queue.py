@@ -38,8 +38,9 @@ def test_same_content_is_not_queued_twice_whatever_its_name(tmp_path, model):
     copy.write_bytes(model.read_bytes())
     assert jobs.enqueue(copy, file_sha256(copy)) is None
     assert jobs.enqueue(model, sha) is None
+    jobs.mark_started(first.id)
     jobs.mark_failed(first.id, "bad model")
-    assert jobs.enqueue(model, sha) is None  # failed content stays failed until the content changes
+    assert jobs.enqueue(model, sha) is None  # content that ran and failed stays failed
     assert [j.id for j in jobs.all_jobs()] == [first.id]
 
 
