@@ -20,8 +20,9 @@ from pathlib import Path
 
 from daemon.config import DaemonConfig
 from daemon.notify import SystemdNotify, WatchdogPinger, watchdog_interval
-from daemon.queue import RUNNING_STAGES, Job, JobQueue, file_sha256, input_problem
-from daemon.status import DaemonInfo, DaemonState, LatencyMs, ModelEntry, StatusFile, write_status
+from daemon.queue import RUNNING_STAGES, Job, JobQueue, input_problem
+from deploy.intake import sha256_of
+from daemon.status import DaemonInfo, DaemonState, ModelEntry, StatusFile, write_status
 from daemon.watcher import Watcher
 from daemon.worker import Failed, JobSpec, Succeeded, Worker
 from deploy.options import Progress
@@ -188,7 +189,7 @@ class Daemon:
 
     def _admit(self, path: Path) -> None:
         try:
-            sha256 = file_sha256(path)
+            sha256 = sha256_of(path)
         except FileNotFoundError:
             log.info("%s vanished before it could be queued", path)
             return
@@ -267,7 +268,7 @@ def _entry(job: Job) -> ModelEntry:
         trials_done=job.trials_done,
         trials_total=job.trials_total,
         artifact_dir=job.artifact_dir,
-        latency_ms=None if job.latency_ms is None else LatencyMs(**job.latency_ms.model_dump()),
+        latency_ms=job.latency_ms,
         error=job.error,
         queued_at=job.queued_at,
         updated_at=job.updated_at,

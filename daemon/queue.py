@@ -13,7 +13,6 @@ before it ran (its file vanished or changed while queued) may be dropped again.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from deploy.artifact import Latency
+from deploy.intake import sha256_of
 from deploy.options import Stage
 
 SCHEMA_VERSION = 1
@@ -208,19 +208,10 @@ def _job(row: sqlite3.Row) -> Job:
     )
 
 
-def file_sha256(path: Path) -> str:
-    """sha256 of a file's bytes, read in 1 MiB chunks (models can be large)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def input_problem(job: Job) -> str | None:
     """Why `job` cannot run as queued (its file vanished or changed), or None if it can."""
     try:
-        sha256 = file_sha256(job.path)
+        sha256 = sha256_of(job.path)
     except FileNotFoundError:
         return f"input file {job.path} disappeared before the job ran"
     except OSError as err:

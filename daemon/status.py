@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from deploy.artifact import Latency
 from deploy.options import Stage
 
 STATUS_SCHEMA_VERSION = 1
@@ -37,16 +38,6 @@ class DaemonInfo(BaseModel):
     watch_mode: Literal["inotify", "polling"] | None = Field(None, description="how the watch folder is observed")
 
 
-class LatencyMs(BaseModel):
-    """Median milliseconds per call of the tuned build, the untuned build and onnxruntime."""
-
-    model_config = ConfigDict(frozen=True)
-
-    tvm: float
-    untuned: float
-    onnxruntime: float
-
-
 class ModelEntry(BaseModel):
     """One distinct model content (sha256) the daemon has seen."""
 
@@ -58,7 +49,7 @@ class ModelEntry(BaseModel):
     trials_done: int = Field(0, description="measured tuning trials so far")
     trials_total: int = Field(0, description="tuning trials planned")
     artifact_dir: str | None = Field(None, description="folder with model.so and manifest.json once done")
-    latency_ms: LatencyMs | None = Field(None, description="set once done")
+    latency_ms: Latency | None = Field(None, description="set once done")
     error: str | None = Field(None, description="one-line reason when failed, else null")
     queued_at: datetime
     updated_at: datetime

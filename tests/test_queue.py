@@ -7,7 +7,8 @@ import sqlite3
 
 import pytest
 
-from daemon.queue import JobQueue, file_sha256, input_problem, one_line
+from daemon.queue import JobQueue, input_problem, one_line
+from deploy.intake import sha256_of
 from deploy.artifact import Latency
 
 
@@ -21,7 +22,7 @@ def model(tmp_path):
 
 def test_enqueue_records_a_queued_job(tmp_path, model):
     jobs = JobQueue.open(tmp_path / "state")
-    sha = file_sha256(model)
+    sha = sha256_of(model)
     assert sha == hashlib.sha256(b"model one").hexdigest()
     job = jobs.enqueue(model, sha)
     assert job is not None
@@ -32,11 +33,11 @@ def test_enqueue_records_a_queued_job(tmp_path, model):
 
 def test_same_content_is_not_queued_twice_whatever_its_name(tmp_path, model):
     jobs = JobQueue.open(tmp_path / "state")
-    sha = file_sha256(model)
+    sha = sha256_of(model)
     first = jobs.enqueue(model, sha)
     copy = model.with_name("resnet-copy.onnx")
     copy.write_bytes(model.read_bytes())
-    assert jobs.enqueue(copy, file_sha256(copy)) is None
+    assert jobs.enqueue(copy, sha256_of(copy)) is None
     assert jobs.enqueue(model, sha) is None
     jobs.mark_started(first.id)
     jobs.mark_failed(first.id, "bad model")
@@ -69,7 +70,7 @@ def test_jobs_survive_reopen_and_running_ones_go_back_to_queued(tmp_path, model)
 
 def test_failure_reason_is_one_line(tmp_path, model):
     jobs = JobQueue.open(tmp_path / "state")
-    job = jobs.enqueue(model, file_sha256(model))
+    job = jobs.enqueue(model, sha256_of(model))
     jobs.mark_failed(job.id, "Traceback:\n  line 1\n\n  boom")
     failed = jobs.get(job.id)
     assert failed.state == "failed" and failed.error == "Traceback: line 1 boom"
@@ -86,7 +87,7 @@ def test_database_uses_wal_and_a_schema_version(tmp_path):
 
 def test_input_problem_names_missing_and_changed_files(tmp_path, model):
     jobs = JobQueue.open(tmp_path / "state")
-    job = jobs.enqueue(model, file_sha256(model))
+    job = jobs.enqueue(model, sha256_of(model))
     assert input_problem(job) is None
     model.write_bytes(b"model two")
     assert "changed after it was queued" in input_problem(job)
@@ -96,7 +97,7 @@ def test_input_problem_names_missing_and_changed_files(tmp_path, model):
 
 def test_content_that_failed_before_running_can_be_dropped_again(tmp_path, model):
     jobs = JobQueue.open(tmp_path / "state")
-    sha = file_sha256(model)
+    sha = sha256_of(model)
     vanished = jobs.enqueue(model, sha)
     jobs.mark_failed(vanished.id, input_problem(vanished.model_copy(update={"path": tmp_path / "gone.onnx"})))
     again = model.with_name("resnet-again.onnx")

@@ -11,13 +11,13 @@ from pathlib import Path
 
 from daemon.status import (
     DaemonInfo,
-    LatencyMs,
     ModelEntry,
     StatusFile,
     read_status,
     schema_json,
     write_status,
 )
+from deploy.artifact import Latency
 
 REPO = Path(__file__).resolve().parents[1]
 NOW = datetime(2020, 1, 1, tzinfo=UTC)
@@ -28,7 +28,7 @@ def _status(n_models: int, state: str = "watching") -> StatusFile:
         ModelEntry(
             name=f"model{i}", sha256=f"{i:064x}", state="done" if i % 2 else "tuning",
             trials_done=i, trials_total=64, artifact_dir=f"/out/model{i}" if i % 2 else None,
-            latency_ms=LatencyMs(tvm=0.1 * i, untuned=0.2, onnxruntime=0.3) if i % 2 else None,
+            latency_ms=Latency(tvm=0.1 * i, untuned=0.2, onnxruntime=0.3) if i % 2 else None,
             queued_at=NOW, updated_at=NOW,
         )
         for i in range(n_models)
