@@ -96,9 +96,27 @@ def emit(staging_dir: Path, output_dir: Path, manifest: Manifest) -> Path:
 
 
 def staging_dir_for(output_dir: Path) -> Path:
-    """A fresh hidden folder inside `output_dir`, so the final rename is atomic."""
+    """A fresh hidden folder inside `output_dir`, so the final rename is atomic.
+
+    Its name carries our pid; leftovers of processes that are gone (a worker killed mid-build)
+    are removed here, so a stopped job never leaves debris in the output folder for long.
+    """
     output_dir.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=".staging-", dir=output_dir))
+    for leftover in output_dir.glob(".staging-*-*"):
+        pid = leftover.name.split("-")[1]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(leftover, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f".staging-{os.getpid()}-", dir=output_dir))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _fsync_dir(path: Path) -> None:
