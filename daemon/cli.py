@@ -107,6 +107,31 @@ def example(
     typer.echo(str(out))
 
 
+@app.command()
+def collect(
+    out: Path = typer.Option(Path("data"), "--out", help="dataset root; records go to OUT/<platform>/<model>/"),
+    models: Optional[list[str]] = typer.Option(None, "--model", help="zoo model (repeatable; default: all)"),
+    trials_per_task: int = typer.Option(32, "--trials-per-task", min=2, help="candidates measured per task"),
+    target: Optional[str] = typer.Option(None, "--target", help="TVM target as JSON (default: this host's CPU)"),
+) -> None:
+    """Measure candidate programs of the model zoo on this platform (resumable) for the cost model."""
+    from tcl_core.zoo import ZOO
+
+    chosen = models or sorted(ZOO, key=lambda name: (ZOO[name].split != "train", name))
+    unknown = [name for name in chosen if name not in ZOO]
+    if unknown:
+        _fail(f"unknown zoo model(s) {unknown}; choose from {sorted(ZOO)}")
+    try:
+        target_dict = json.loads(target) if target else None
+    except json.JSONDecodeError as err:
+        _fail(f"--target is not valid JSON: {err}")
+    from tcl_core.collect import collect as run_collect
+
+    root = run_collect(out, models=[ZOO[name] for name in chosen], trials_per_task=trials_per_task, target=target_dict,
+                       log=lambda line: typer.echo(line, err=True))
+    typer.echo(str(root / "card.md"))
+
+
 # --- daemon and status commands go below this line ---
 # Imports stay inside the commands: `tcl-tuned tune` should not pay for the daemon's modules.
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import tvm
+import tvm_ffi
 from tvm import relax
 from tvm.ir.utils import derived_object
 from tvm.relax.frontend.onnx import from_onnx
@@ -21,7 +22,7 @@ from tvm.s_tir import meta_schedule as ms
 __all__ = [
     "TVM_VERSION", "tvm", "relax", "ms", "derived_object", "from_onnx",
     "make_target", "host_target_dict", "lower_for_tuning", "extract_tasks", "make_cost_model",
-    "open_database", "tune_tasks", "apply_database", "compile_module", "load_vm", "fast_build",
+    "open_database", "structural_hash", "tune_tasks", "apply_database", "compile_module", "load_vm", "fast_build",
     "ProgressCallback",
 ]
 
@@ -73,6 +74,11 @@ def make_cost_model(name: str) -> ms.CostModel:
     if name == "random":
         return ms.CostModel.create("random")
     raise ValueError(f"unknown cost model {name!r}; expected one of: xgb, random")
+
+
+def structural_hash(mod: tvm.IRModule) -> int:
+    """The hash MetaSchedule uses to tell workloads apart (moved to tvm_ffi in 0.27)."""
+    return int(tvm_ffi.structural_hash(mod))
 
 
 def open_database(work_dir: Path) -> ms.Database:

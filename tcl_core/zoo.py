@@ -1,0 +1,142 @@
+"""The model zoo that cost-model data is collected on, defined in code and exported to ONNX.
+
+Written in plain PyTorch (no torchvision: it does not import beside this torch build) with
+seeded weights, exported with `torch.onnx.export(dynamo=False)` (the dynamo exporter needs
+onnxscript). Shapes are kept modest so one measurement takes milliseconds on 2 cores. `split`
+says whether a model's tasks train the student or are held out to evaluate it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import nn
+
+
+def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1) -> list[nn.Module]:
+    return [nn.Conv2d(cin, cout, kernel, stride, kernel // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)]
+
+
+class _BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(*_conv_bn(cin, cout, 3, stride), nn.ReLU(), *_conv_bn(cout, cout, 3))
+        self.shortcut = nn.Sequential(*_conv_bn(cin, cout, 1, stride)) if stride != 1 or cin != cout else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.body(x) + self.shortcut(x))
+
+
+def resnet18(num_classes: int = 1000) -> nn.Module:
+    """ResNet-18 (He et al.): stem, four stages of two basic blocks, pool, classifier."""
+    layers: list[nn.Module] = [*_conv_bn(3, 64, 7, 2), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        layers += [_BasicBlock(cin, cout, stride), _BasicBlock(cout, cout, 1)]
+        cin = cout
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, num_classes))
+
+
+class _InvertedResidual(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        layers: list[nn.Module] = [] if expand == 1 else [*_conv_bn(cin, hidden, 1), nn.ReLU6()]
+        layers += [*_conv_bn(hidden, hidden, 3, stride, groups=hidden), nn.ReLU6(), *_conv_bn(hidden, cout, 1)]
+        self.body = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x) if self.residual else self.body(x)
+
+
+def mobilenet_v2(num_classes: int = 1000) -> nn.Module:
+    """MobileNetV2 (Sandler et al.): inverted residuals with depthwise convolutions."""
+    layers: list[nn.Module] = [*_conv_bn(3, 32, 3, 2), nn.ReLU6()]
+    cin = 32
+    for expand, cout, repeats, stride in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                                          (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)):
+        for i in range(repeats):
+            layers.append(_InvertedResidual(cin, cout, stride if i == 0 else 1, expand))
+            cin = cout
+    layers += [*_conv_bn(cin, 1280, 1), nn.ReLU6(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(1280, num_classes)]
+    return nn.Sequential(*layers)
+
+
+class _EncoderLayer(nn.Module):
+    """A post-norm transformer encoder layer written out, so the export is plain MatMul/Softmax ops."""
+
+    def __init__(self, hidden: int, heads: int, ffn: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.proj = nn.Linear(hidden, hidden)
+        self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.ffn = nn.Sequential(nn.Linear(hidden, ffn), nn.GELU(), nn.Linear(ffn, hidden))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, hidden = x.shape                                       # (B, L, H)
+        q, k, v = self.qkv(x).reshape(batch, length, 3, self.heads, hidden // self.heads).permute(2, 0, 3, 1, 4)
+        attention = torch.softmax(q @ k.transpose(-1, -2) / (hidden // self.heads) ** 0.5, dim=-1)  # (B, h, L, L)
+        context = (attention @ v).transpose(1, 2).reshape(batch, length, hidden)  # (B, L, H)
+        x = self.norm1(x + self.proj(context))
+        return self.norm2(x + self.ffn(x))
+
+
+def bert_layer(hidden: int = 768, heads: int = 12, ffn: int = 3072) -> nn.Module:
+    """One BERT-base encoder layer over token embeddings x[B, L, 768]."""
+    return _EncoderLayer(hidden, heads, ffn)
+
+
+class _VitBlock(nn.Module):
+    def __init__(self, hidden: int, heads: int, patch: int) -> None:
+        super().__init__()
+        self.embed = nn.Conv2d(3, hidden, patch, patch)
+        self.encoder = _EncoderLayer(hidden, heads, 4 * hidden)
+        self.head = nn.Linear(hidden, 1000)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        tokens = self.embed(image).flatten(2).transpose(1, 2)                # (B, patches, H)
+        return self.head(self.encoder(tokens).mean(dim=1))                   # (B, 1000)
+
+
+def vit_block(hidden: int = 384, heads: int = 6, patch: int = 16) -> nn.Module:
+    """ViT-S/16 patch embedding, one encoder block, mean-pooled classifier."""
+    return _VitBlock(hidden, heads, patch)
+
+
+def mlp(width: int = 1024) -> nn.Module:
+    """A three-layer perceptron on flat features."""
+    return nn.Sequential(nn.Linear(512, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    name: str
+    build: Callable[[], nn.Module]
+    input_shape: tuple[int, ...]
+    split: Literal["train", "eval"]
+
+
+ZOO: dict[str, ZooModel] = {m.name: m for m in (
+    ZooModel("resnet18", resnet18, (1, 3, 112, 112), "train"),
+    ZooModel("bert_layer", bert_layer, (1, 64, 768), "train"),
+    ZooModel("mlp", mlp, (16, 512), "train"),
+    ZooModel("mobilenet_v2", mobilenet_v2, (1, 3, 112, 112), "eval"),
+    ZooModel("vit_block", vit_block, (1, 3, 112, 112), "eval"),
+)}
+
+
+def export_onnx(model: ZooModel, path: Path) -> Path:
+    """Export `model` with seeded weights (eval mode: BatchNorm uses its running statistics)."""
+    torch.manual_seed(0)
+    network = model.build().eval()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad():
+        torch.onnx.export(network, (torch.randn(*model.input_shape),), str(path), input_names=["x"],
+                          output_names=["y"], opset_version=17, dynamo=False)
+    return path

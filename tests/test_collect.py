@@ -1,0 +1,44 @@
+"""`collect` on a tiny zoo model: real measurements into a TVM database, a card, and resumption."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+from torch import nn
+
+from tcl_core import tvm_api
+from tcl_core.collect import collect
+from tcl_core.zoo import ZOO, ZooModel, export_onnx
+
+TINY = ZooModel("tiny", lambda: nn.Sequential(nn.Linear(16, 8), nn.ReLU()), (1, 16), "train")
+
+
+def test_collect_measures_writes_a_card_and_resumes(tmp_path):
+    lines: list[str] = []
+    root = collect(tmp_path, models=[TINY], trials_per_task=4, trials_per_iter=2, population=16,
+                   target={"kind": "llvm", "num-cores": 1}, log=lines.append)
+    card = json.loads((root / "card.json").read_text())
+    entry = card["models"]["tiny"]
+    assert entry["split"] == "train" and entry["tasks"] and entry["tasks"][0]["weight"] >= 1
+    assert entry["records"] >= 4 * len(entry["tasks"])
+    assert card["records"] == entry["records"] and card["hours"] > 0
+    assert (root / "tiny" / "database_tuning_record.json").stat().st_size > 0
+    assert "| tiny | train |" in (root / "card.md").read_text()
+    assert len(tvm_api.open_database(root / "tiny")) == entry["records"]
+
+    lines.clear()
+    collect(tmp_path, models=[TINY], trials_per_task=4, trials_per_iter=2, population=16,
+            target={"kind": "llvm", "num-cores": 1}, log=lines.append)
+    assert all("0/" in line for line in lines if "phase" in line), lines
+    assert json.loads((root / "card.json").read_text())["models"]["tiny"]["records"] == entry["records"]
+
+
+def test_zoo_models_export_to_valid_onnx(tmp_path):
+    for model in ZOO.values():
+        path = export_onnx(model, tmp_path / f"{model.name}.onnx")
+        loaded = onnx.load(str(path))
+        onnx.checker.check_model(loaded)
+        dims = [d.dim_value for d in loaded.graph.input[0].type.tensor_type.shape.dim]
+        assert dims == list(model.input_shape)
+    assert {m.split for m in ZOO.values()} == {"train", "eval"}
