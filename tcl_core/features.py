@@ -1,0 +1,114 @@
+"""Candidate program -> sequence of feature vectors, the student's input.
+
+Two encodings, to be chosen between by a measured comparison (issue 4; not yet made):
+
+* `trace_features`: the schedule trace's primitives in order, in the spirit of TLP. One row per
+  informative instruction: the primitive's kind (one-hot), the annotation it sets, and its
+  sampled decisions (tile factors as log2, their product = the loop extent, categorical choices,
+  compute locations), plus which block it touches and where in the trace it stands. Address-only
+  instructions (GetSBlock, GetLoops, Split, ...) carry no decision and are skipped, which roughly
+  halves the length; the Split that follows a SamplePerfectTile only applies its factors.
+* `per_store_features`: MetaSchedule's own `PerStoreFeature`, one 164-wide row per buffer store of
+  the lowered program (loop extents, vectorisation, memory traffic, ...), computed in C++.
+
+`pad_batch` turns a list of (l_i, f) sequences into the student's (b, l, f) + (b, l) mask.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tcl_core import tvm_api
+
+# Instruction kinds that decide something; anything else that is not skipped maps to "other".
+KINDS = (
+    "SamplePerfectTile", "SampleCategorical", "SampleComputeLocation", "SamplePartitionedTile",
+    "Annotate", "Unannotate", "Reorder", "Fuse", "Parallel", "Vectorize", "Unroll", "Bind",
+    "ComputeAt", "ReverseComputeAt", "ComputeInline", "ReverseComputeInline", "CacheRead",
+    "CacheWrite", "DecomposeReduction", "RFactor", "Blockize", "Tensorize", "TransformLayout",
+    "StorageAlign", "AddUnitLoop", "EnterPostproc", "other",
+)
+SKIPPED = frozenset({"GetSBlock", "GetLoops", "GetConsumers", "GetProducers", "GetChildBlocks", "Split",
+                     "GetSBlocks", "GetChildSBlocks"})
+ANNOTATIONS = (
+    "meta_schedule.tiling_structure", "meta_schedule.parallel", "meta_schedule.vectorize",
+    "meta_schedule.unroll_explicit", "meta_schedule.unroll_implicit", "meta_schedule.cooperative_fetch",
+    "meta_schedule.auto_tensorize", "other",
+)
+MAX_TILES = 6  # SamplePerfectTile splits into at most 4 (CPU) or 5 (GPU) factors
+
+_KIND_INDEX = {name: i for i, name in enumerate(KINDS)}
+_ANNOTATION_INDEX = {name: i for i, name in enumerate(ANNOTATIONS)}
+# Layout of one row: kind one-hot | annotation one-hot | tile log2 factors | scalars.
+_SCALARS = ("log2_extent", "log2_value", "compute_location", "block_ordinal", "position")
+TRACE_FEATURE_DIM = len(KINDS) + len(ANNOTATIONS) + MAX_TILES + len(_SCALARS)
+PER_STORE_FEATURE_DIM = 164  # PerStoreFeature(extract_workload=False) with its default buffer count
+
+
+def _log2(value: float) -> float:
+    return math.log2(1.0 + max(float(value), 0.0))
+
+
+def trace_features(trace) -> np.ndarray:
+    """One (l, TRACE_FEATURE_DIM) float32 array for a MetaSchedule trace (see module docstring)."""
+    decisions = trace.decisions
+    block_ordinal: dict[object, int] = {}  # SBlockRV -> order of first appearance
+    rows = []
+    instructions = list(trace.insts)
+    for position, inst in enumerate(instructions):
+        kind = inst.kind.name
+        if kind == "GetSBlock":
+            for output in inst.outputs:
+                block_ordinal.setdefault(output, len(block_ordinal))
+        if kind in SKIPPED:
+            continue
+        row = np.zeros(TRACE_FEATURE_DIM, dtype=np.float32)
+        row[_KIND_INDEX.get(kind, _KIND_INDEX["other"])] = 1.0
+        scalars = dict.fromkeys(_SCALARS, 0.0)
+        scalars["position"] = position / max(len(instructions) - 1, 1)
+        blocks = [block_ordinal[x] for x in inst.inputs if x in block_ordinal]
+        if blocks:
+            scalars["block_ordinal"] = blocks[0] / max(len(block_ordinal), 1)
+        decision = decisions.get(inst)
+        if kind == "SamplePerfectTile" and decision is not None:
+            factors = [int(f) for f in decision][:MAX_TILES]
+            start = len(KINDS) + len(ANNOTATIONS)
+            row[start:start + len(factors)] = [_log2(f) for f in factors]
+            scalars["log2_extent"] = _log2(math.prod(factors))
+        elif kind == "SampleCategorical" and decision is not None:
+            candidates = list(inst.attrs[0])
+            scalars["log2_value"] = _log2(int(candidates[int(decision)]))
+        elif kind == "SampleComputeLocation" and decision is not None:
+            scalars["compute_location"] = float(int(decision))
+        elif kind in ("Annotate", "Unannotate"):
+            key = str(inst.attrs[0])
+            row[len(KINDS) + _ANNOTATION_INDEX.get(key, _ANNOTATION_INDEX["other"])] = 1.0
+            value = inst.inputs[1] if len(inst.inputs) > 1 else None
+            if hasattr(value, "value"):  # IntImm: parallel / vectorize extents
+                scalars["log2_value"] = _log2(value.value)
+        row[-len(_SCALARS):] = [scalars[name] for name in _SCALARS]
+        rows.append(row)
+    if not rows:
+        return np.zeros((1, TRACE_FEATURE_DIM), dtype=np.float32)
+    return np.stack(rows)  # (l, f)
+
+
+def per_store_features(context, candidates) -> list[np.ndarray]:
+    """MetaSchedule's PerStoreFeature for each candidate: a list of (stores, 164) float32 arrays."""
+    extractor = tvm_api.ms.feature_extractor.PerStoreFeature(extract_workload=False)
+    return [tensor.numpy().astype(np.float32) for tensor in extractor.extract_from(context, candidates)]
+
+
+def pad_batch(sequences: list[np.ndarray], max_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad (l_i, f) sequences to (b, l, f) with a (b, l) bool mask; keep the first max_len rows."""
+    length = min(max(len(s) for s in sequences), max_len)
+    width = sequences[0].shape[1]
+    features = np.zeros((len(sequences), length, width), dtype=np.float32)  # (b, l, f)
+    mask = np.zeros((len(sequences), length), dtype=bool)  # (b, l)
+    for i, sequence in enumerate(sequences):
+        kept = sequence[:length]
+        features[i, : len(kept)] = kept
+        mask[i, : len(kept)] = True
+    return features, mask
