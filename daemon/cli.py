@@ -27,7 +27,7 @@ def tune(
     out: Path = typer.Option(..., "--out", help="output folder; the artifact lands in OUT/<stem>-<sha8>/"),
     trials: Optional[int] = typer.Option(None, "--trials", min=0, help="measured candidates over all tasks (0: untuned)"),
     target: Optional[str] = typer.Option(None, "--target", help='TVM target as JSON, e.g. \'{"kind": "llvm", "num-cores": 2}\''),
-    cost_model: Optional[str] = typer.Option(None, "--cost-model", help="xgb or random"),
+    cost_model: Optional[str] = typer.Option(None, "--cost-model", help="xgb (default), random, or tcl (the Mamba student; untrained until one ships)"),
     state_dir: Path = typer.Option(_default_state_dir(), "--state-dir", help="where tuning databases live"),
 ) -> None:
     """Tune one model without the daemon; exit code 0 only when the artifact verified."""

@@ -104,7 +104,11 @@ def make_cost_model(name: str) -> ms.CostModel:
         return ms.CostModel.create("xgb", num_tuning_cores=os.cpu_count() or 1)
     if name == "random":
         return ms.CostModel.create("random")
-    raise ValueError(f"unknown cost model {name!r}; expected one of: xgb, random")
+    if name == "tcl":
+        from tcl_core.cost_model import TclCostModel  # imports torch; only when asked for
+
+        return TclCostModel()
+    raise ValueError(f"unknown cost model {name!r}; expected one of: xgb, random, tcl")
 
 
 def structural_hash(mod: tvm.IRModule) -> int:

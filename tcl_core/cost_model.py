@@ -1,0 +1,65 @@
+"""The thin MetaSchedule adapter: `PyCostModel` over the TCL student.
+
+It converts and delegates: candidates -> trace feature sequences (`features.trace_features`),
+runner results -> per-task labels (`student.normalise_labels`), then the student predicts or
+takes a few gradient steps. `update` keeps each task's measurements of this search (labels are
+only comparable within a task) and fine-tunes on them, so the search improves within a job.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tcl_core import tvm_api
+from tcl_core.features import TRACE_FEATURE_DIM, pad_batch, trace_features
+from tcl_core.student import Student, StudentConfig, load_student, normalise_labels, predict, save_student, train_steps
+
+
+def _run_seconds(result) -> float:
+    """Median measured seconds, or inf for a failed build or run (label 0 after normalising)."""
+    if result.error_msg is not None or not result.run_secs:
+        return math.inf
+    return float(np.median([float(seconds) for seconds in result.run_secs]))
+
+
+@tvm_api.derived_object
+class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
+    """Scores candidates with a Student; `update` fine-tunes it on the job's fresh measurements."""
+
+    def __init__(self, student: Student | None = None, *, update_steps: int = 8, lr: float = 1e-3,
+                 sequential_scan: bool = True) -> None:
+        super().__init__()
+        self.student = student or Student(StudentConfig(feature_dim=TRACE_FEATURE_DIM))
+        self.update_steps = update_steps  # gradient steps per measured batch: cheap next to measuring
+        self.lr = lr
+        self.sequential_scan = sequential_scan  # the step-by-step scan measured faster on CPU
+        self._measured: dict[str, tuple[list[np.ndarray], list[float]]] = {}  # task -> (features, seconds)
+
+    def load(self, path: str) -> None:
+        self.student = load_student(Path(path))
+
+    def save(self, path: str) -> None:
+        save_student(self.student, Path(path))
+
+    def update(self, context, candidates, results) -> None:
+        sequences, seconds = self._measured.setdefault(str(context.task_name), ([], []))
+        sequences.extend(trace_features(candidate.sch.trace) for candidate in candidates)
+        seconds.extend(_run_seconds(result) for result in results)
+        groups = []
+        for task_sequences, task_seconds in self._measured.values():
+            if len(task_sequences) < 2:
+                continue  # one candidate has no order to learn
+            features, mask = pad_batch(task_sequences, self.student.config.max_len)
+            labels = normalise_labels(np.asarray(task_seconds))
+            groups.append((torch.from_numpy(features), torch.from_numpy(mask), torch.as_tensor(labels).float()))
+        train_steps(self.student, groups, steps=self.update_steps if groups else 0, lr=self.lr)
+
+    def predict(self, context, candidates) -> np.ndarray:
+        if not candidates:
+            return np.zeros(0, dtype="float64")
+        features, mask = pad_batch([trace_features(c.sch.trace) for c in candidates], self.student.config.max_len)
+        return predict(self.student, features, mask, sequential=self.sequential_scan).astype("float64")
