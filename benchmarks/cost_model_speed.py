@@ -1,0 +1,72 @@
+"""Student size and prediction throughput, features included: candidates per second on this CPU.
+
+    .venv/bin/python benchmarks/cost_model_speed.py [--database data/<platform>/resnet18] [--count 2000]
+
+Takes real candidate traces from a collected tuning database (as many as `--count`, repeating
+records if the database is smaller), then times, in one process: trace -> feature sequences,
+padding, and the student's `predict` with the sequential and the parallel scan. One round of
+MetaSchedule's evolutionary search scores about 2,000 candidates, so `seconds per 2,000` is
+what a search round pays for the cost model. Writes `benchmarks/results/cost_model_speed.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tcl_core import tvm_api  # noqa: E402
+from tcl_core.features import TRACE_FEATURE_DIM, pad_batch, trace_features  # noqa: E402
+from tcl_core.platform import cpu_model_name  # noqa: E402
+from tcl_core.student import Student, StudentConfig, parameter_count, predict  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database", type=Path, default=None, help="a collected database folder")
+    parser.add_argument("--count", type=int, default=2000)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "cost_model_speed.json")
+    args = parser.parse_args()
+    database_dir = args.database or next(Path("data").glob("*/resnet18"))
+    records = list(tvm_api.open_database(database_dir).get_all_tuning_records())
+    traces = [records[i % len(records)].trace for i in range(args.count)]
+
+    torch.manual_seed(0)
+    student = Student(StudentConfig(feature_dim=TRACE_FEATURE_DIM))
+    started = time.perf_counter()
+    sequences = [trace_features(trace) for trace in traces]
+    features_s = time.perf_counter() - started
+    started = time.perf_counter()
+    features, mask = pad_batch(sequences, student.config.max_len)
+    pad_s = time.perf_counter() - started
+    timings = {}
+    for scan in ("sequential", "parallel"):
+        predict(student, features[:64], mask[:64], sequential=scan == "sequential")  # warm-up
+        started = time.perf_counter()
+        predict(student, features, mask, sequential=scan == "sequential")
+        timings[scan] = time.perf_counter() - started
+    best = min(timings.values())
+    result = {
+        "command": "benchmarks/cost_model_speed.py", "database": str(database_dir), "candidates": args.count,
+        "cpu": cpu_model_name(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        "parameters": parameter_count(student), "sequence_length": int(features.shape[1]),
+        "feature_dim": TRACE_FEATURE_DIM,
+        "seconds": {"features": round(features_s, 4), "pad": round(pad_s, 4),
+                    **{f"predict_{k}": round(v, 4) for k, v in timings.items()}},
+        "candidates_per_second_with_features": round(args.count / (features_s + pad_s + best), 1),
+        "seconds_per_2000_with_features": round(2000 * (features_s + pad_s + best) / args.count, 4),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
