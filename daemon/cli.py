@@ -132,6 +132,103 @@ def collect(
     typer.echo(str(root / "card.md"))
 
 
+cost_model_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                             help="Check the learned cost model against measured tuning databases.")
+app.add_typer(cost_model_app, name="cost-model")
+
+_DATABASE_HELP = "MetaSchedule JSON database folder (database_workload.json + database_tuning_record.json)"
+_MODEL_HELP = "student weights (tcl_core.student.save_student); default: an untrained, seeded student"
+
+
+def _load_scored_database(database: Path, model_path: Optional[Path]):
+    """(model, tasks) for a cost-model command, or exit 1 with `error: ...` (no traceback)."""
+    if not database.is_dir():
+        _fail(f"no database folder at {database}")
+    if model_path is not None and not model_path.is_file():
+        _fail(f"no model file at {model_path}")
+    from tcl_core.evaluate import open_student  # imports TVM and torch: only once arguments are valid
+    from tcl_core.records import RecordsError, card_weights, load_task_records
+
+    try:
+        tasks = load_task_records(database, weights=card_weights(database))
+    except RecordsError as err:
+        _fail(str(err))
+    if not tasks:
+        _fail(f"{database} holds no tuning records")
+    try:
+        model = open_student(model_path)
+    except (ValueError, RuntimeError, OSError, KeyError, TypeError) as err:
+        _fail(f"{model_path}: cannot load the student: {err}")
+    return model, tasks
+
+
+@cost_model_app.command("eval")
+def cost_model_eval(
+    database: Path = typer.Option(..., "--database", help=_DATABASE_HELP),
+    model_path: Optional[Path] = typer.Option(None, "--model", help=_MODEL_HELP),
+) -> None:
+    """Print, as JSON, how well the student ranks each task's measured candidates.
+
+    top1/top5: TenSet's top-k score (best true throughput among the k best-scored candidates over
+    the task's best), averaged over tasks weighted by how often each occurs in the model (from
+    the collect card beside the folder, else 1); random_top1/5: the same for a random ranking;
+    pairwise_accuracy: share of differently-labelled pairs put in the right order.
+    """
+    import math
+
+    model, tasks = _load_scored_database(database, model_path)
+    from tcl_core.evaluate import UNTRAINED, evaluate
+
+    try:
+        summary = evaluate(model, tasks)
+    except ValueError as err:
+        _fail(str(err))
+    report = {
+        "tasks": len(tasks),
+        "records": sum(t.size for t in tasks),
+        "failed": int(sum(t.failed.sum() for t in tasks)),
+        **{key: None if math.isnan(value) else round(value, 6) for key, value in summary.items()},
+        "model": str(model_path) if model_path is not None else UNTRAINED,
+    }
+    typer.echo(json.dumps(report))
+
+
+@cost_model_app.command("predict")
+def cost_model_predict(
+    database: Path = typer.Option(..., "--database", help=_DATABASE_HELP),
+    out: Path = typer.Option(..., "--out", help="JSON-lines file to write (replaced atomically)"),
+    model_path: Optional[Path] = typer.Option(None, "--model", help=_MODEL_HELP),
+) -> None:
+    """Score every record; write JSON lines {"task", "record", "workload", "score"}, one per record.
+
+    task: the workload's line index in database_workload.json; record: the record's index among
+    that task's lines in database_tuning_record.json (file order); workload: its structural hash;
+    score: the student's output, higher = predicted faster (only the order within a task means
+    anything).
+    """
+    if out.is_dir():
+        _fail(f"--out {out} is a folder; give a file path")
+    model, tasks = _load_scored_database(database, model_path)
+    from tcl_core.evaluate import score_tasks
+
+    try:
+        scores = score_tasks(model, tasks)
+    except ValueError as err:
+        _fail(str(err))
+    partial = out.with_name(out.name + ".partial")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with partial.open("w") as handle:
+            for task, task_scores in zip(tasks, scores):
+                for index, score in enumerate(task_scores.tolist()):
+                    handle.write(json.dumps({"task": task.task_index, "record": index,
+                                             "workload": task.workload_hash, "score": score}) + "\n")
+        partial.replace(out)  # readers never see a half-written file
+    except OSError as err:
+        _fail(f"cannot write {out}: {err}")
+    typer.echo(f"{sum(t.size for t in tasks)} scores -> {out}", err=True)
+
+
 # --- daemon and status commands go below this line ---
 # Imports stay inside the commands: `tcl-tuned tune` should not pay for the daemon's modules.
 

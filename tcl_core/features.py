@@ -86,8 +86,9 @@ def trace_features(trace) -> np.ndarray:
             key = str(inst.attrs[0])
             row[len(KINDS) + _ANNOTATION_INDEX.get(key, _ANNOTATION_INDEX["other"])] = 1.0
             value = inst.inputs[1] if len(inst.inputs) > 1 else None
-            if hasattr(value, "value"):  # IntImm: parallel / vectorize extents
-                scalars["log2_value"] = _log2(value.value)
+            value = getattr(value, "value", value)  # IntImm in a live trace, int in a stored one
+            if isinstance(value, int) and not isinstance(value, bool):  # parallel / vectorize extents
+                scalars["log2_value"] = _log2(value)
         row[-len(_SCALARS):] = [scalars[name] for name in _SCALARS]
         rows.append(row)
     if not rows:

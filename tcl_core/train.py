@@ -1,0 +1,89 @@
+"""Offline training of a student on collected tuning databases, evaluated on held-out ones.
+
+Data comes from `tcl-tuned collect` (`<data>/<platform>/<model>/`, split named in card.json):
+every task's measured candidates become one ranking group, labels normalised within the task.
+The trained student is saved with a model card (data, metrics, command) beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tcl_core.evaluate import evaluate
+from tcl_core.features import TRACE_FEATURE_DIM, pad_batch
+from tcl_core.records import TaskRecords, card_weights, load_task_records
+from tcl_core.student import Student, StudentConfig, parameter_count, save_student, train_steps
+
+__all__ = ["split_databases", "load_split", "to_groups", "train_student", "train_and_report"]
+
+
+def split_databases(platform_dir: Path) -> dict[str, list[Path]]:
+    """{"train": [...], "eval": [...]}: the model folders of a collected platform, by their card's split."""
+    card = json.loads((Path(platform_dir) / "card.json").read_text())
+    split: dict[str, list[Path]] = {"train": [], "eval": []}
+    for name, model in card["models"].items():
+        if (Path(platform_dir) / name / "database_tuning_record.json").is_file():
+            split[model["split"]].append(Path(platform_dir) / name)
+    return split
+
+
+def load_split(database_dirs: list[Path]) -> list[TaskRecords]:
+    """All tasks of these databases, each weighted by how often it occurs in its model."""
+    return [task for folder in database_dirs for task in load_task_records(folder, weights=card_weights(folder))]
+
+
+def to_groups(tasks: list[TaskRecords], max_len: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """One (features (g, l, f), mask (g, l), labels (g,)) group per task with at least two candidates."""
+    groups = []
+    for task in tasks:
+        if task.size < 2:
+            continue
+        features, mask = pad_batch(list(task.features), max_len)
+        groups.append((torch.from_numpy(features), torch.from_numpy(mask), torch.from_numpy(np.array(task.labels))))
+    return groups
+
+
+def train_student(tasks: list[TaskRecords], *, steps: int, lr: float = 1e-3, seed: int = 0,
+                  config: StudentConfig | None = None, loss: str = "lambda") -> tuple[Student, list[float]]:
+    """A student trained for `steps` Adam steps, one task group per step; returns it and the losses."""
+    torch.manual_seed(seed)
+    student = Student(config or StudentConfig(feature_dim=TRACE_FEATURE_DIM))
+    losses = train_steps(student, to_groups(tasks, student.config.max_len), steps=steps, lr=lr, loss=loss)
+    return student, losses
+
+
+def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1e-3, seed: int = 0,
+                     log: Callable[[str], None] = print) -> dict:
+    """Train on the platform's train split, evaluate on both splits, save the student and its card."""
+    split = split_databases(platform_dir)
+    started = time.perf_counter()
+    train_tasks, eval_tasks = load_split(split["train"]), load_split(split["eval"])
+    load_seconds = time.perf_counter() - started
+    log(f"loaded {sum(t.size for t in train_tasks)} train / {sum(t.size for t in eval_tasks)} eval records "
+        f"in {load_seconds:.1f} s")
+    started = time.perf_counter()
+    student, losses = train_student(train_tasks, steps=steps, lr=lr, seed=seed)
+    train_seconds = time.perf_counter() - started
+    card = {
+        "command": f"tcl-tuned cost-model train --data {platform_dir} --out {out} --steps {steps} --lr {lr} --seed {seed}",
+        "platform": Path(platform_dir).name,
+        "train_models": [p.name for p in split["train"]], "eval_models": [p.name for p in split["eval"]],
+        "train_records": sum(t.size for t in train_tasks), "eval_records": sum(t.size for t in eval_tasks),
+        "train_tasks": len(train_tasks), "eval_tasks": len(eval_tasks),
+        "parameters": parameter_count(student), "config": student.config.__dict__,
+        "steps": steps, "lr": lr, "seed": seed, "train_seconds": round(train_seconds, 1),
+        "final_loss": float(np.mean(losses[-50:])) if losses else None,
+        "metrics": {"train": evaluate(student, train_tasks) if train_tasks else None,
+                    "eval": evaluate(student, eval_tasks) if eval_tasks else None},
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save_student(student, out)
+    out.with_suffix(".json").write_text(json.dumps(card, indent=2, default=str) + "\n")
+    log(json.dumps(card["metrics"], indent=2))
+    return card
