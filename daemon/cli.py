@@ -229,6 +229,27 @@ def cost_model_predict(
     typer.echo(f"{sum(t.size for t in tasks)} scores -> {out}", err=True)
 
 
+@cost_model_app.command("train")
+def cost_model_train(
+    data: Path = typer.Option(..., "--data", help="a collected platform folder: data/<platform>/ (with card.json)"),
+    out: Path = typer.Option(..., "--out", help="student file to write; its model card goes beside it as .json"),
+    steps: int = typer.Option(2000, "--steps", min=1, help="Adam steps, one task group each"),
+    lr: float = typer.Option(1e-3, "--lr"),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Train a student on the card's train split; evaluate it on train and held-out (eval) splits."""
+    if not (data / "card.json").is_file():
+        _fail(f"{data} has no card.json (run `tcl-tuned collect` first)")
+    from tcl_core.records import RecordsError
+    from tcl_core.train import train_and_report
+
+    try:
+        train_and_report(data, out, steps=steps, lr=lr, seed=seed, log=lambda line: typer.echo(line, err=True))
+    except RecordsError as err:
+        _fail(str(err))
+    typer.echo(str(out))
+
+
 # --- daemon and status commands go below this line ---
 # Imports stay inside the commands: `tcl-tuned tune` should not pay for the daemon's modules.
 

@@ -110,3 +110,19 @@ def test_errors_exit_1_with_a_reason(case, measured_db, tmp_path):
     assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
     assert {"missing folder": "no database folder", "empty database": "no tuning records",
             "not a student": "cannot load the student"}[case] in result.stderr
+
+
+def test_train_writes_a_student_and_its_card(measured_db, tmp_path):
+    out = tmp_path / "student.pt"
+    result = _run("train", "--data", str(measured_db.parent), "--out", str(out), "--steps", "5")
+    assert result.returncode == 0, result.stderr
+    card = json.loads(out.with_suffix(".json").read_text())
+    assert card["train_models"] == ["tiny"] and card["eval_models"] == [] and card["steps"] == 5
+    assert card["train_records"] >= 4 and 0 < card["metrics"]["train"]["top1"] <= 1
+    report = json.loads(_run("eval", "--database", str(measured_db), "--model", str(out)).stdout)
+    assert report["model"] == str(out)
+
+
+def test_train_without_a_card_fails_cleanly(tmp_path):
+    result = _run("train", "--data", str(tmp_path), "--out", str(tmp_path / "s.pt"))
+    assert result.returncode == 1 and "card.json" in result.stderr and "Traceback" not in result.stderr
