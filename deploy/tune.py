@@ -43,7 +43,7 @@ def tune_module(
     """Tune every task of `lowered` that `database` has no full round of records for."""
     started = time.perf_counter()
     tasks = tvm_api.extract_tasks(lowered, target)
-    fresh = [task for task in tasks if not _has_records(database, task.dispatched[0], trials_per_iter)]
+    fresh = [task for task in tasks if tvm_api.count_records(database, task.dispatched[0], trials_per_iter) < trials_per_iter]
     measured = 0
     if fresh and trials > 0:
         per_task = max(trials_per_iter, math.ceil(trials / len(fresh)))
@@ -63,9 +63,3 @@ def tune_module(
     return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh),
                         trials_measured=measured, seconds=time.perf_counter() - started)
 
-
-def _has_records(database, task_mod, needed: int) -> bool:
-    if not database.has_workload(task_mod):
-        return False
-    workload = database.commit_workload(task_mod)
-    return len(database.get_top_k(workload, needed)) >= needed

@@ -49,7 +49,7 @@ def collect(
                            "structural_hash": str(tvm_api.structural_hash(t.dispatched[0]))} for t in tasks]
         half = max(trials_per_iter, trials_per_task // 2)
         for phase, cost_model, share in (("spread", "random", half), ("evolved", "xgb", trials_per_task)):
-            need = [share - _record_count(database, t.dispatched[0]) for t in tasks]
+            need = [share - tvm_api.count_records(database, t.dispatched[0]) for t in tasks]
             todo = [(task, missing) for task, missing in zip(tasks, need) if missing > 0]
             log(f"{name}: {phase} phase ({cost_model}), {len(todo)}/{len(tasks)} tasks to measure")
             if todo:
@@ -74,12 +74,6 @@ def _tasks_of(zoo_model: ZooModel, root: Path, target) -> list:
         export_onnx(zoo_model, onnx_path)
     mod = tvm_api.from_onnx(onnx.load(str(onnx_path)), shape_dict={"x": list(zoo_model.input_shape)})
     return tvm_api.extract_tasks(tvm_api.lower_for_tuning(mod, target), target)
-
-
-def _record_count(database, task_mod) -> int:
-    if not database.has_workload(task_mod):
-        return 0
-    return len(database.get_top_k(database.commit_workload(task_mod), 1 << 20))
 
 
 def _load_card(root: Path, target: dict) -> dict:

@@ -16,14 +16,15 @@ import torch
 
 from tcl_core import tvm_api
 from tcl_core.features import TRACE_FEATURE_DIM, pad_batch, trace_features
+from tcl_core.records import mean_seconds
 from tcl_core.student import Student, StudentConfig, load_student, normalise_labels, predict, save_student, train_steps
 
 
 def _run_seconds(result) -> float:
-    """Median measured seconds, or inf for a failed build or run (label 0 after normalising)."""
-    if result.error_msg is not None or not result.run_secs:
+    """Mean measured seconds as the offline records compute them; inf for a failed build or run."""
+    if result.error_msg is not None:
         return math.inf
-    return float(np.median([float(seconds) for seconds in result.run_secs]))
+    return mean_seconds([float(seconds) for seconds in result.run_secs or []])
 
 
 @tvm_api.derived_object

@@ -31,7 +31,7 @@ from tcl_core import tvm_api
 from tcl_core.features import trace_features
 from tcl_core.student import normalise_labels
 
-__all__ = ["TaskRecords", "RecordsError", "FAILED_SECONDS", "load_task_records", "card_weights"]
+__all__ = ["TaskRecords", "RecordsError", "FAILED_SECONDS", "load_task_records", "card_weights", "mean_seconds"]
 
 WORKLOAD_FILE = "database_workload.json"
 RECORD_FILE = "database_tuning_record.json"
@@ -95,7 +95,7 @@ def load_task_records(
             record = tvm_api.ms.database.TuningRecord.from_json(record_json, workloads[index])
         except Exception as err:  # TVM raises its own error types for a trace that does not replay
             raise RecordsError(f"{database_dir / RECORD_FILE}:{line_no}: not a tuning record: {err}") from None
-        grouped.setdefault(index, []).append((record.trace, _mean_seconds(record_json[1])))
+        grouped.setdefault(index, []).append((record.trace, mean_seconds(record_json[1])))
     weights = weights or {}
     tasks = []
     for index in sorted(grouped):
@@ -132,7 +132,7 @@ def card_weights(database_dir: Path) -> dict[str, float]:
         return {}
 
 
-def _mean_seconds(run_secs) -> float:
+def mean_seconds(run_secs) -> float:
     """Mean of a record's `run_secs`; inf for a failure (None, empty, non-positive or sentinel)."""
     if not run_secs:
         return math.inf

@@ -26,7 +26,7 @@ from tvm.s_tir import meta_schedule as ms
 __all__ = [
     "TVM_VERSION", "tvm", "relax", "ms", "derived_object", "from_onnx",
     "make_target", "host_target_dict", "lower_for_tuning", "extract_tasks", "make_cost_model",
-    "open_database", "structural_hash", "tune_tasks", "apply_database", "compile_module", "load_vm", "fast_build",
+    "open_database", "count_records", "structural_hash", "tune_tasks", "apply_database", "compile_module", "load_vm", "fast_build",
     "ProgressCallback",
 ]
 
@@ -109,6 +109,13 @@ def make_cost_model(name: str) -> ms.CostModel:
 
         return TclCostModel()
     raise ValueError(f"unknown cost model {name!r}; expected one of: xgb, random, tcl")
+
+
+def count_records(database: ms.Database, task_mod: tvm.IRModule, at_most: int = 1 << 20) -> int:
+    """How many measured records `database` holds for this task's workload (up to `at_most`)."""
+    if not database.has_workload(task_mod):
+        return 0
+    return len(database.get_top_k(database.commit_workload(task_mod), at_most))
 
 
 def structural_hash(mod: tvm.IRModule) -> int:
