@@ -1,6 +1,6 @@
 """`make run` in miniature: the real daemon process tunes the example model into a verified artifact.
 
-Marked slow (a real tuning run, about two minutes on 2 cores): `.venv/bin/python -m pytest -m slow`.
+Marked slow (a real tuning run through the daemon process, under a minute on 2 cores): `.venv/bin/python -m pytest -m slow`.
 """
 
 from __future__ import annotations
