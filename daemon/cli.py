@@ -27,14 +27,15 @@ def tune(
     out: Path = typer.Option(..., "--out", help="output folder; the artifact lands in OUT/<stem>-<sha8>/"),
     trials: Optional[int] = typer.Option(None, "--trials", min=0, help="measured candidates over all tasks (0: untuned)"),
     target: Optional[str] = typer.Option(None, "--target", help='TVM target as JSON, e.g. \'{"kind": "llvm", "num-cores": 2}\''),
-    cost_model: Optional[str] = typer.Option(None, "--cost-model", help="xgb (default), random, or tcl (the Mamba student; untrained until one ships)"),
+    cost_model: Optional[str] = typer.Option(None, "--cost-model", help="auto (default: the TCL student if this platform has one, else xgb), tcl, xgb or random"),
+    student: Optional[Path] = typer.Option(None, "--student", dir_okay=False, help="student file for tcl (default: the platform's stored one)"),
     state_dir: Path = typer.Option(_default_state_dir(), "--state-dir", help="where tuning databases live"),
 ) -> None:
     """Tune one model without the daemon; exit code 0 only when the artifact verified."""
     from deploy.errors import PipelineError
     from deploy.options import TuningOptions
 
-    overrides: dict = {"trials": trials, "cost_model": cost_model}
+    overrides: dict = {"trials": trials, "cost_model": cost_model, "student": student}
     if target is not None:
         try:
             overrides["target"] = json.loads(target)
@@ -56,7 +57,7 @@ def tune(
     typer.echo(
         f"verified: {manifest.artifact_dir}/model.so  "
         f"(tvm {latency.tvm:.4f} ms, untuned {latency.untuned:.4f} ms, onnxruntime {latency.onnxruntime:.4f} ms; "
-        f"max_abs_err {manifest.verification.max_abs_err:.2g}; {manifest.trials_measured} trials in {manifest.tuning_seconds:.0f} s)"
+        f"max_abs_err {manifest.verification.max_abs_err:.2g}; {manifest.trials_measured} trials in {manifest.tuning_seconds:.0f} s with {manifest.cost_model}: {manifest.cost_model_reason})"
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-MANIFEST_SCHEMA_VERSION = 1
+MANIFEST_SCHEMA_VERSION = 2  # 2: cost_model is the resolved one; cost_model_reason, student
 
 
 class TensorInfo(BaseModel):
@@ -56,7 +56,9 @@ class Manifest(BaseModel):
     target: dict
     platform: str
     tvm_version: str
-    cost_model: str
+    cost_model: str                  # what tuned it: "tcl", "xgb" or "random" ("auto" resolved)
+    cost_model_reason: str = ""      # why that one (tcl_core.students.choose_cost_model)
+    student: dict | None = None      # the TCL student used: platform, sha256, version, source, path
     trials: int
     trials_measured: int
     tasks: int

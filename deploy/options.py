@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# Names resolved to MetaSchedule cost models in one place: tcl_core.tvm_api.make_cost_model.
-# "tcl" is the Mamba student; until a trained default student ships (issue 4) it starts untrained
-# and learns from the job's own measurements only, so "xgb" stays the default.
-CostModelName = Literal["xgb", "random", "tcl"]
+# "auto" is resolved per job by tcl_core.students.choose_cost_model: the TCL student when one is
+# stored for the job's platform, else XGBoost. The rest are mapped in tcl_core.tvm_api.make_cost_model.
+CostModelName = Literal["auto", "tcl", "xgb", "random"]
 
 Stage = Literal["queued", "tuning", "building", "verifying", "done", "failed"]
 
@@ -21,7 +21,8 @@ class TuningOptions(BaseModel):
 
     trials: int = Field(64, ge=0, description="measured candidates over all tasks; 0 builds untuned")
     target: dict[str, Any] | None = Field(None, description="TVM target dict; None means this host's CPU")
-    cost_model: CostModelName = "xgb"
+    cost_model: CostModelName = "auto"
+    student: Path | None = Field(None, description="student file for \"tcl\"; None: the platform's stored one")
     trials_per_iter: int = Field(16, ge=1, description="candidates measured per search round")
     population: int = Field(512, ge=8, description="evolutionary-search population per round")
     atol: float = Field(1e-4, ge=0, description="absolute tolerance against onnxruntime")

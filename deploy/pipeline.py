@@ -16,6 +16,7 @@ from deploy.options import Progress, TuningOptions
 from deploy.tune import database_dir, tune_module
 from tcl_core import tvm_api
 from tcl_core.platform import platform_name
+from tcl_core.students import choose_cost_model
 
 ProgressFn = Callable[[Progress], None]
 
@@ -45,11 +46,16 @@ def run_pipeline(
     lowered = _guard("TVM could not import the model", lambda: tvm_api.lower_for_tuning(
         tvm_api.from_onnx(spec.model, shape_dict=spec.shape_dict, dtype_dict=spec.dtype_dict), target))
     database = tvm_api.open_database(database_dir(Path(state_dir), platform))
+    try:
+        choice = choose_cost_model(options.cost_model, platform, state_dir=Path(state_dir), student_path=options.student)
+    except (OSError, ValueError) as err:
+        raise PipelineError(f"cost model: {err}") from err
     tuning = _guard("tuning failed", lambda: tune_module(
         lowered, target, database=database, log_dir=Path(state_dir) / "logs" / name, trials=trials,
-        cost_model=options.cost_model, trials_per_iter=options.trials_per_iter,
+        cost_model=choice.name, trials_per_iter=options.trials_per_iter,
         population=options.population, seed=options.seed,
         on_measured=lambda done: on_progress(Progress(stage="tuning", trials_done=done, trials_total=trials)),
+        student_path=choice.student.path if choice.student else None,
     ))
 
     on_progress(Progress(stage="building", trials_done=tuning.trials_measured, trials_total=trials))
@@ -63,7 +69,8 @@ def run_pipeline(
         manifest = Manifest(
             name=spec.name, sha256=spec.sha256, source=str(spec.path), artifact_dir=str(Path(output_dir) / name),
             inputs=list(spec.inputs), outputs=outputs, target=target_dict, platform=platform,
-            tvm_version=tvm_api.TVM_VERSION, cost_model=options.cost_model, trials=trials,
+            tvm_version=tvm_api.TVM_VERSION, cost_model=choice.name, cost_model_reason=choice.reason,
+            student=choice.student.describe() if choice.student else None, trials=trials,
             trials_measured=tuning.trials_measured, tasks=tuning.tasks, tasks_reused=tuning.tasks_reused,
             tuning_seconds=round(tuning.seconds, 3), verification=verification, latency_ms=latency,
             created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -39,6 +39,9 @@ RECORD_FILE = "database_tuning_record.json"
 FAILED_SECONDS = 1e9
 
 Featurise = Callable[[object], np.ndarray]  # a Trace -> (l, f) float32
+# (Workload, its TuningRecords) -> one (l_i, f) float32 array per record: for features such as
+# PerStoreFeature that need the whole task (its IRModule and the candidates' schedules) at once.
+FeaturiseTask = Callable[[object, list], list[np.ndarray]]
 
 
 class RecordsError(ValueError):
@@ -72,10 +75,12 @@ def load_task_records(
     *,
     weights: Mapping[str, float] | None = None,
     featurise: Featurise = trace_features,
+    featurise_task: FeaturiseTask | None = None,
 ) -> list[TaskRecords]:
     """Read a JSON tuning database folder into one TaskRecords per task that has records.
 
     `weights` maps workload hash -> task weight (see `card_weights`); tasks it omits weigh 1.
+    `featurise_task`, when given, replaces `featurise` (see FeaturiseTask).
     Tasks with no records are left out (their indices are simply absent). A last line without
     its newline is skipped, so a database another process is appending to can be read.
     Raises RecordsError when the folder or its files are missing or a line does not parse.
@@ -84,7 +89,7 @@ def load_task_records(
     workload_lines = _json_lines(database_dir / WORKLOAD_FILE)
     record_lines = _json_lines(database_dir / RECORD_FILE)
     workloads = [None] * len(workload_lines)  # parsed on first use: TVM objects, cheap (~1 ms each)
-    grouped: dict[int, list[tuple[object, float]]] = {}  # task index -> [(trace, seconds)] in line order
+    grouped: dict[int, list[tuple[object, float]]] = {}  # task index -> [(record, seconds)] in line order
     for line_no, row in record_lines:
         try:
             index, record_json = int(row[0]), row[1]
@@ -95,7 +100,7 @@ def load_task_records(
             record = tvm_api.ms.database.TuningRecord.from_json(record_json, workloads[index])
         except Exception as err:  # TVM raises its own error types for a trace that does not replay
             raise RecordsError(f"{database_dir / RECORD_FILE}:{line_no}: not a tuning record: {err}") from None
-        grouped.setdefault(index, []).append((record.trace, mean_seconds(record_json[1])))
+        grouped.setdefault(index, []).append((record, mean_seconds(record_json[1])))
     weights = weights or {}
     tasks = []
     for index in sorted(grouped):
@@ -104,10 +109,15 @@ def load_task_records(
         labels = normalise_labels(seconds).numpy()  # (g,) float32
         seconds.setflags(write=False)
         labels.setflags(write=False)
+        records = [record for record, _ in grouped[index]]
+        if featurise_task is not None:
+            features = tuple(featurise_task(workloads[index], records))
+        else:
+            features = tuple(featurise(record.trace) for record in records)
         tasks.append(TaskRecords(
             task_index=index,
             workload_hash=workload_hash,
-            features=tuple(featurise(trace) for trace, _ in grouped[index]),
+            features=features,
             run_seconds=seconds,
             labels=labels,
             weight=float(weights.get(workload_hash, 1.0)),

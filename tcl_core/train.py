@@ -50,10 +50,15 @@ def to_groups(tasks: list[TaskRecords], max_len: int) -> list[tuple[torch.Tensor
 
 
 def train_student(tasks: list[TaskRecords], *, steps: int, lr: float = 1e-3, seed: int = 0,
-                  config: StudentConfig | None = None, loss: str = "lambda") -> tuple[Student, list[float]]:
-    """A student trained for `steps` Adam steps, one task group per step; returns it and the losses."""
+                  config: StudentConfig | None = None, loss: str = "lambda",
+                  model: torch.nn.Module | None = None) -> tuple[Student, list[float]]:
+    """A student trained for `steps` Adam steps, one task group per step; returns it and the losses.
+
+    `model` trains another network with the same interface instead (the TenSet-MLP baseline);
+    it is built by the caller, so seed its initialisation there.
+    """
     torch.manual_seed(seed)
-    student = Student(config or StudentConfig(feature_dim=TRACE_FEATURE_DIM))
+    student = model if model is not None else Student(config or StudentConfig(feature_dim=TRACE_FEATURE_DIM))
     losses = train_steps(student, to_groups(tasks, student.config.max_len), steps=steps, lr=lr, loss=loss,
                          sequential=True)  # the faster scan on CPU; both compute the same
     return student, losses

@@ -98,16 +98,20 @@ def extract_tasks(mod: tvm.IRModule, target: tvm.target.Target) -> list:
     return list(ms.relax_integration.extract_tasks(mod, target))
 
 
-def make_cost_model(name: str) -> ms.CostModel:
-    """Resolve a cost-model name to a MetaSchedule cost model: the one place names are mapped."""
+def make_cost_model(name: str, student_path: Path | None = None) -> ms.CostModel:
+    """Resolve a cost-model name to a MetaSchedule cost model: the one place names are mapped.
+
+    "tcl" loads the student at `student_path` (None: an untrained one that learns in the job).
+    """
     if name == "xgb":
         return ms.CostModel.create("xgb", num_tuning_cores=os.cpu_count() or 1)
     if name == "random":
         return ms.CostModel.create("random")
     if name == "tcl":
         from tcl_core.cost_model import TclCostModel  # imports torch; only when asked for
+        from tcl_core.student import load_student
 
-        return TclCostModel()
+        return TclCostModel(load_student(student_path) if student_path is not None else None)
     raise ValueError(f"unknown cost model {name!r}; expected one of: xgb, random, tcl")
 
 
@@ -171,6 +175,7 @@ def tune_tasks(
     population: int,
     seed: int,
     on_measured: ProgressCallback,
+    student_path: Path | None = None,
 ) -> int:
     """Tune `tasks` with MetaSchedule into `database`; returns how many candidates were measured.
 
@@ -195,7 +200,7 @@ def tune_tasks(
         builder=ms.builder.LocalBuilder(f_build=fast_build),
         runner=ms.runner.LocalRunner(),
         database=database,
-        cost_model=make_cost_model(cost_model),
+        cost_model=make_cost_model(cost_model, student_path),
         measure_callbacks=[*ms.MeasureCallback.create("default"), counter],
     )
     return counter.count

@@ -67,6 +67,18 @@ def mobilenet_v2(num_classes: int = 1000) -> nn.Module:
     return nn.Sequential(*layers)
 
 
+def mobilenet_v1(num_classes: int = 1000) -> nn.Module:
+    """MobileNetV1 (Howard et al.): depthwise-separable convolutions, so depthwise kernels are in training too."""
+    layers: list[nn.Module] = [*_conv_bn(3, 32, 3, 2), nn.ReLU()]
+    cin = 32
+    for cout, stride in ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), *[(512, 1)] * 5,
+                         (1024, 2), (1024, 1)):
+        layers += [*_conv_bn(cin, cin, 3, stride, groups=cin), nn.ReLU(), *_conv_bn(cin, cout, 1), nn.ReLU()]
+        cin = cout
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, num_classes)]
+    return nn.Sequential(*layers)
+
+
 class _EncoderLayer(nn.Module):
     """A post-norm transformer encoder layer written out, so the export is plain MatMul/Softmax ops."""
 
@@ -126,6 +138,8 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in (
     ZooModel("resnet18", resnet18, (1, 3, 112, 112), "train"),
     ZooModel("bert_layer", bert_layer, (1, 64, 768), "train"),
     ZooModel("mlp", mlp, (16, 512), "train"),
+    # 96 x 96, not 112: its depthwise layers then share no shapes with the held-out MobileNetV2's
+    ZooModel("mobilenet_v1", mobilenet_v1, (1, 3, 96, 96), "train"),
     ZooModel("mobilenet_v2", mobilenet_v2, (1, 3, 112, 112), "eval"),
     ZooModel("vit_block", vit_block, (1, 3, 112, 112), "eval"),
 )}

@@ -1,0 +1,137 @@
+"""Where a platform's student lives, and which cost model a job gets: the `"auto"` rule.
+
+A student is stored as `<root>/<platform>/student.pt` with its model card `card.json` beside it.
+Two roots are searched, first hit wins: the daemon's own `state_dir/students` (where continual
+distillation will promote new versions) and the students shipped in this package
+(`tcl_core/students/`). Nothing here imports torch; resolving a job's cost model costs a stat
+and a hash.
+
+`"auto"` (the default) means the TCL student of the job's platform when there is one, else the
+student of the nearest platform (same target kind, e.g. another x86 CPU under `llvm`: the trace
+features do not depend on the machine, and rankings carry over between CPUs of one ISA family far
+better than to a GPU), else TVM's XGBoost. An explicit `"tcl"` takes any stored student as the
+last resort before an untrained one. The manifest records which student was used and why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+SHIPPED_ROOT = Path(__file__).parent / "students"
+STUDENT_FILE = "student.pt"
+CARD_FILE = "card.json"
+
+
+@dataclass(frozen=True)
+class StudentRef:
+    """One stored student: its file, the platform it was trained on, and a content hash."""
+
+    path: Path
+    platform: str
+    sha256: str
+    shipped: bool  # True: from the package, False: from the daemon's state
+
+    def describe(self) -> dict:
+        """What a manifest records about the student a job used."""
+        card = self.path.parent / CARD_FILE
+        version = None
+        if card.is_file():
+            try:
+                version = json.loads(card.read_text()).get("version")
+            except (json.JSONDecodeError, AttributeError):
+                version = None
+        return {"platform": self.platform, "sha256": self.sha256, "version": version,
+                "source": "shipped" if self.shipped else "state", "path": str(self.path)}
+
+
+@dataclass(frozen=True)
+class CostModelChoice:
+    """The cost model a job runs with, and why."""
+
+    name: str                 # "tcl", "xgb" or "random": what tvm_api.make_cost_model gets
+    student: StudentRef | None
+    reason: str
+
+
+def student_roots(state_dir: Path | None) -> list[tuple[Path, bool]]:
+    """(root, shipped) in search order."""
+    roots = [(Path(state_dir) / "students", False)] if state_dir is not None else []
+    return roots + [(SHIPPED_ROOT, True)]
+
+
+def find_student(platform: str, state_dir: Path | None = None) -> StudentRef | None:
+    """The student for exactly this platform, or None."""
+    for root, shipped in student_roots(state_dir):
+        path = root / platform / STUDENT_FILE
+        if path.is_file():
+            return _ref(path, platform, shipped)
+    return None
+
+
+def _stored(state_dir: Path | None) -> list[tuple[Path, bool]]:
+    """(student file, shipped) of every stored student, state before shipped, by platform name."""
+    return [(path, shipped) for root, shipped in student_roots(state_dir)
+            for path in sorted(root.glob(f"*/{STUDENT_FILE}"))]
+
+
+def nearest_student(platform: str, state_dir: Path | None = None) -> StudentRef | None:
+    """A student of another platform with the same target kind, preferring the same core count.
+
+    Platform names read `<kind>-<cpu>-<cores>c-<hash>` (tcl_core.platform.platform_name).
+    """
+    kind, cores = _kind_and_cores(platform)
+    same_kind = [(path, shipped) for path, shipped in _stored(state_dir)
+                 if _kind_and_cores(path.parent.name)[0] == kind]
+    same_kind.sort(key=lambda item: _kind_and_cores(item[0].parent.name)[1] != cores)  # stable: keeps root order
+    if not same_kind:
+        return None
+    path, shipped = same_kind[0]
+    return _ref(path, path.parent.name, shipped)
+
+
+def any_student(state_dir: Path | None = None) -> StudentRef | None:
+    """Some stored student (state before shipped): the last resort for an explicit "tcl"."""
+    stored = _stored(state_dir)
+    if not stored:
+        return None
+    path, shipped = stored[0]
+    return _ref(path, path.parent.name, shipped)
+
+
+def _kind_and_cores(platform: str) -> tuple[str, str | None]:
+    parts = platform.split("-")
+    return parts[0], next((part for part in parts[1:] if part.endswith("c") and part[:-1].isdigit()), None)
+
+
+def choose_cost_model(requested: str, platform: str, *, state_dir: Path | None = None,
+                      student_path: Path | None = None) -> CostModelChoice:
+    """Resolve "auto" / "tcl" / "xgb" / "random" (and an explicit student file) for one job."""
+    if student_path is not None:
+        if requested not in ("auto", "tcl"):
+            raise ValueError(f"a student file was given but the cost model is {requested!r}")
+        path = Path(student_path)
+        if not path.is_file():
+            raise FileNotFoundError(f"student file {path} does not exist")
+        return CostModelChoice("tcl", _ref(path, "given", shipped=False), f"student file {path}")
+    if requested in ("xgb", "random"):
+        return CostModelChoice(requested, None, "as configured")
+    student = find_student(platform, state_dir)
+    if student is not None:
+        return CostModelChoice("tcl", student, f"student trained on this platform ({platform})")
+    near = nearest_student(platform, state_dir)
+    if near is not None:
+        return CostModelChoice("tcl", near, f"no student for {platform}; nearest platform's: {near.platform}")
+    if requested == "auto":
+        return CostModelChoice("xgb", None, f"no student for platform {platform} or a platform like it")
+    fallback = any_student(state_dir)
+    if fallback is None:
+        return CostModelChoice("tcl", None, "no student stored anywhere: an untrained one learns in the job")
+    return CostModelChoice("tcl", fallback, f"no student for {platform}; using {fallback.platform}'s")
+
+
+def _ref(path: Path, platform: str, shipped: bool) -> StudentRef:
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return StudentRef(path=path, platform=platform, sha256=digest, shipped=shipped)

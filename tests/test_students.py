@@ -1,0 +1,75 @@
+"""Which student (and which cost model) a job gets: exact platform, nearest platform, fallbacks."""
+
+import json
+
+import pytest
+
+from tcl_core import students
+
+
+@pytest.fixture
+def shipped(tmp_path, monkeypatch):
+    root = tmp_path / "shipped"
+    monkeypatch.setattr(students, "SHIPPED_ROOT", root)
+    return root
+
+
+def _store(root, platform, payload=b"weights", version=None):
+    folder = root / platform
+    folder.mkdir(parents=True)
+    (folder / students.STUDENT_FILE).write_bytes(payload)
+    if version is not None:
+        (folder / students.CARD_FILE).write_text(json.dumps({"version": version}))
+    return folder / students.STUDENT_FILE
+
+
+def test_auto_takes_this_platforms_student_state_before_shipped(tmp_path, shipped):
+    _store(shipped, "llvm-znver5-2c-aaaa", b"shipped")
+    state_file = _store(tmp_path / "state" / "students", "llvm-znver5-2c-aaaa", b"distilled", version=3)
+    choice = students.choose_cost_model("auto", "llvm-znver5-2c-aaaa", state_dir=tmp_path / "state")
+    assert choice.name == "tcl" and choice.student.path == state_file and not choice.student.shipped
+    described = choice.student.describe()
+    assert described["version"] == 3 and described["source"] == "state" and len(described["sha256"]) == 64
+
+
+def test_auto_takes_the_nearest_platform_of_the_same_kind(tmp_path, shipped):
+    _store(shipped, "cuda-sm_90-bbbb")
+    _store(shipped, "llvm-skylake-8c-cccc")
+    two_core = _store(shipped, "llvm-znver5-2c-aaaa")
+    choice = students.choose_cost_model("auto", "llvm-znver4-2c-dddd", state_dir=tmp_path)
+    assert choice.name == "tcl" and choice.student.path == two_core  # same kind and core count
+    assert "nearest" in choice.reason and "llvm-znver5-2c-aaaa" in choice.reason
+    gpu = students.choose_cost_model("auto", "cuda-sm_80-eeee", state_dir=tmp_path)
+    assert gpu.student.platform == "cuda-sm_90-bbbb"
+
+
+def test_auto_falls_back_to_xgb_without_a_student_of_that_kind(tmp_path, shipped):
+    _store(shipped, "cuda-sm_90-bbbb")
+    choice = students.choose_cost_model("auto", "llvm-znver4-2c-dddd", state_dir=tmp_path)
+    assert choice.name == "xgb" and choice.student is None and "llvm-znver4-2c-dddd" in choice.reason
+
+
+def test_explicit_tcl_uses_any_student_then_an_untrained_one(tmp_path, shipped):
+    _store(shipped, "cuda-sm_90-bbbb")
+    assert students.choose_cost_model("tcl", "llvm-x86-64-1c-ffff").student.platform == "cuda-sm_90-bbbb"
+    (shipped / "cuda-sm_90-bbbb" / students.STUDENT_FILE).unlink()
+    untrained = students.choose_cost_model("tcl", "llvm-x86-64-1c-ffff")
+    assert untrained.name == "tcl" and untrained.student is None and "untrained" in untrained.reason
+
+
+def test_xgb_and_random_ignore_students(shipped):
+    _store(shipped, "llvm-znver5-2c-aaaa")
+    for name in ("xgb", "random"):
+        choice = students.choose_cost_model(name, "llvm-znver5-2c-aaaa")
+        assert choice.name == name and choice.student is None
+
+
+def test_an_explicit_student_file_wins_and_is_checked(tmp_path, shipped):
+    given = tmp_path / "mine.pt"
+    given.write_bytes(b"x")
+    choice = students.choose_cost_model("auto", "llvm-znver5-2c-aaaa", student_path=given)
+    assert choice.name == "tcl" and choice.student.path == given
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        students.choose_cost_model("tcl", "p", student_path=tmp_path / "missing.pt")
+    with pytest.raises(ValueError, match="xgb"):
+        students.choose_cost_model("xgb", "p", student_path=given)
