@@ -1,10 +1,12 @@
 """Student size and prediction throughput, features included: candidates per second on this CPU.
 
-    .venv/bin/python benchmarks/cost_model_speed.py [--database data/<platform>/resnet18] [--count 2000]
+    .venv/bin/python benchmarks/cost_model_speed.py [--database data/<platform>/resnet18] [--count 2000] \
+        [--configs 64x16x2 32x8x2 64x4x2]
 
 Takes real candidate traces from a collected tuning database (as many as `--count`, repeating
 records if the database is smaller), then times, in one process: trace -> feature sequences,
-padding, and the student's `predict` with the sequential and the parallel scan. One round of
+padding, and `predict` of an (untrained, same cost) student of each size with the sequential
+and the parallel scan on 1 and 2 torch threads. One round of
 MetaSchedule's evolutionary search scores about 2,000 candidates, so `seconds per 2,000` is
 what a search round pays for the cost model. Writes `benchmarks/results/cost_model_speed.json`.
 """
@@ -32,36 +34,46 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database", type=Path, default=None, help="a collected database folder")
     parser.add_argument("--count", type=int, default=2000)
+    parser.add_argument("--configs", nargs="+", default=["64x16x2", "32x8x2", "64x4x2"],
+                        help="student sizes, d_model x d_state x n_layers")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "cost_model_speed.json")
     args = parser.parse_args()
     database_dir = args.database or next(Path("data").glob("*/resnet18"))
     records = list(tvm_api.open_database(database_dir).get_all_tuning_records())
     traces = [records[i % len(records)].trace for i in range(args.count)]
 
-    torch.manual_seed(0)
-    student = Student(StudentConfig(feature_dim=TRACE_FEATURE_DIM))
     started = time.perf_counter()
     sequences = [trace_features(trace) for trace in traces]
     features_s = time.perf_counter() - started
     started = time.perf_counter()
-    features, mask = pad_batch(sequences, student.config.max_len)
+    features, mask = pad_batch(sequences, 64)
     pad_s = time.perf_counter() - started
-    timings = {}
-    for scan in ("sequential", "parallel"):
-        predict(student, features[:64], mask[:64], sequential=scan == "sequential")  # warm-up
-        started = time.perf_counter()
-        predict(student, features, mask, sequential=scan == "sequential")
-        timings[scan] = time.perf_counter() - started
-    best = min(timings.values())
+    rows = []
+    for text in args.configs:
+        d_model, d_state, n_layers = (int(part) for part in text.split("x"))
+        torch.manual_seed(0)
+        student = Student(StudentConfig(feature_dim=TRACE_FEATURE_DIM, d_model=d_model, d_state=d_state,
+                                        n_layers=n_layers))
+        timings = {}
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            for scan in ("sequential", "parallel"):
+                predict(student, features[:64], mask[:64], sequential=scan == "sequential")  # warm-up
+                started = time.perf_counter()
+                predict(student, features, mask, sequential=scan == "sequential")
+                timings[f"{scan}_{threads}thread"] = round(time.perf_counter() - started, 4)
+        best = min(timings, key=timings.get)
+        total = features_s + pad_s + timings[best]
+        rows.append({"config": text, "parameters": parameter_count(student), "predict_seconds": timings,
+                     "best": best, "seconds_per_2000_with_features": round(2000 * total / args.count, 4),
+                     "candidates_per_second_with_features": round(args.count / total, 1)})
+        print(json.dumps(rows[-1]), flush=True)
     result = {
-        "command": "benchmarks/cost_model_speed.py", "database": str(database_dir), "candidates": args.count,
-        "cpu": cpu_model_name(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-        "parameters": parameter_count(student), "sequence_length": int(features.shape[1]),
-        "feature_dim": TRACE_FEATURE_DIM,
-        "seconds": {"features": round(features_s, 4), "pad": round(pad_s, 4),
-                    **{f"predict_{k}": round(v, 4) for k, v in timings.items()}},
-        "candidates_per_second_with_features": round(args.count / (features_s + pad_s + best), 1),
-        "seconds_per_2000_with_features": round(2000 * (features_s + pad_s + best) / args.count, 4),
+        "command": f"benchmarks/cost_model_speed.py --count {args.count} --configs {' '.join(args.configs)}",
+        "database": str(database_dir), "candidates": args.count, "cpu": cpu_model_name(), "cores": os.cpu_count(),
+        "sequence_length": int(features.shape[1]), "feature_dim": TRACE_FEATURE_DIM,
+        "seconds": {"features": round(features_s, 4), "pad": round(pad_s, 4)},
+        "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")

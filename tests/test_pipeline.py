@@ -99,6 +99,35 @@ def test_random_cost_model_tunes(tmp_path):
     assert manifest.cost_model == "random" and manifest.trials_measured == 8 and manifest.verification.passed
 
 
+def test_auto_tunes_with_the_platforms_stored_student_and_says_so(tmp_path):
+    from tcl_core import tvm_api
+    from tcl_core.features import TRACE_FEATURE_DIM
+    from tcl_core.platform import platform_name
+    from tcl_core.student import Student, StudentConfig, save_student
+
+    platform = platform_name(tvm_api.host_target_dict(), tvm_api.TVM_VERSION)
+    folder = tmp_path / "state" / "students" / platform
+    folder.mkdir(parents=True)
+    save_student(Student(StudentConfig(feature_dim=TRACE_FEATURE_DIM, d_model=16, n_layers=1)), folder / "student.pt")
+    (folder / "card.json").write_text(json.dumps({"version": 7}))
+    manifest = run_pipeline(
+        tiny_mlp_onnx(tmp_path / "mlp.onnx", seed=5), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+        options=TuningOptions(trials=8, **FAST),  # cost_model defaults to "auto"
+    )
+    assert manifest.cost_model == "tcl" and manifest.trials_measured == 8 and manifest.verification.passed
+    assert manifest.student["platform"] == platform and manifest.student["version"] == 7
+    assert manifest.student["source"] == "state" and platform in manifest.cost_model_reason
+
+
+def test_a_missing_student_file_fails_the_job_with_a_reason(tmp_path):
+    with pytest.raises(PipelineError, match="cost model: student file .* does not exist"):
+        run_pipeline(
+            tiny_mlp_onnx(tmp_path / "mlp.onnx", seed=6), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+            options=TuningOptions(trials=8, student=tmp_path / "nope.pt", **FAST),
+        )
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
 def test_unknown_cost_model_name_is_refused():
     with pytest.raises(ValueError):
         TuningOptions(cost_model="gbdt")

@@ -15,7 +15,7 @@ import pytest
 
 from deploy.examples import mlp
 from tcl_core import tvm_api
-from tcl_core.features import TRACE_FEATURE_DIM, trace_features
+from tcl_core.features import PER_STORE_FEATURE_DIM, TRACE_FEATURE_DIM, per_store_task_featuriser, trace_features
 from tcl_core.records import RECORD_FILE, RecordsError, card_weights, load_task_records
 
 ms = tvm_api.ms
@@ -117,3 +117,13 @@ def test_missing_folder_and_empty_database(tmp_path):
         load_task_records(tmp_path / "absent")
     tvm_api.open_database(tmp_path / "empty")  # TVM creates the two files, empty
     assert load_task_records(tmp_path / "empty") == []
+
+
+def test_a_task_featuriser_sees_the_whole_task(hand_db):
+    folder, _, traces = hand_db
+    target = tvm_api.make_target({"kind": "llvm", "num-cores": 1})
+    tasks = load_task_records(folder, featurise_task=per_store_task_featuriser(target))
+    assert [t.size for t in tasks] == [len(traces[0]), len(traces[1])]
+    for task in tasks:
+        assert all(f.ndim == 2 and f.shape[1] == PER_STORE_FEATURE_DIM and len(f) >= 1 for f in task.features)
+        assert all(np.isfinite(f).all() for f in task.features)

@@ -1,0 +1,73 @@
+"""Student sizes against held-out ranking quality: which configuration ships.
+
+    .venv/bin/python benchmarks/student_sweep.py --data data/<platform> --steps 600 \
+        --configs 64x16x2 32x8x2 64x4x2
+
+Each configuration is `d_model x d_state x n_layers`; every one trains with the same seed and
+steps on the card's train split (trace features) and is scored on the eval split with TenSet's
+top-1 / top-5 and pairwise accuracy. Prediction time is measured separately on an idle machine
+(benchmarks/cost_model_speed.py); this only compares quality and size. Writes
+benchmarks/results/student_sweep.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tcl_core.evaluate import evaluate  # noqa: E402
+from tcl_core.features import TRACE_FEATURE_DIM  # noqa: E402
+from tcl_core.student import StudentConfig, parameter_count  # noqa: E402
+from tcl_core.train import load_split, split_databases, train_student  # noqa: E402
+
+
+def parse_config(text: str) -> StudentConfig:
+    d_model, d_state, n_layers = (int(part) for part in text.split("x"))
+    return StudentConfig(feature_dim=TRACE_FEATURE_DIM, d_model=d_model, d_state=d_state, n_layers=n_layers)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--steps", type=int, default=600)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--configs", nargs="+", default=["64x16x2", "32x8x2", "64x4x2"])
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args()
+    torch.set_num_threads(1)  # small batches: intra-op threads only wait on each other (evaluate.score_tasks)
+    split = split_databases(args.data)
+    train_tasks, eval_tasks = load_split(split["train"]), load_split(split["eval"])
+    rows = []
+    for text in args.configs:
+        config = parse_config(text)
+        started = time.perf_counter()
+        student, losses = train_student(train_tasks, steps=args.steps, seed=args.seed, config=config)
+        seconds = time.perf_counter() - started
+        row = {"config": text, "parameters": parameter_count(student), "train_seconds": round(seconds, 1),
+               **evaluate(student, eval_tasks)}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    result = {"command": f"benchmarks/student_sweep.py --data {args.data} --steps {args.steps} --seed {args.seed} "
+                         f"--configs {' '.join(args.configs)}",
+              "train_records": sum(t.size for t in train_tasks), "eval_records": sum(t.size for t in eval_tasks),
+              "rows": rows}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "student_sweep.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = ["# Student size sweep (held-out ranking)", "", f"Command: `.venv/bin/python {result['command']}`.", "",
+             "| d_model x d_state x layers | parameters | top-1 | top-5 | pairwise | train s |",
+             "|---|---|---|---|---|---|",
+             *[f"| {r['config']} | {r['parameters']} | {r['top1']:.3f} | {r['top5']:.3f} | "
+               f"{r['pairwise_accuracy']:.3f} | {r['train_seconds']} |" for r in rows]]
+    (args.out / "student_sweep.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
