@@ -233,10 +233,15 @@ def cost_model_predict(
 @cost_model_app.command("train")
 def cost_model_train(
     data: Path = typer.Option(..., "--data", help="a collected platform folder: data/<platform>/ (with card.json)"),
-    out: Path = typer.Option(..., "--out", help="student file to write; its model card goes beside it as .json"),
+    out: Path = typer.Option(..., "--out", help="student file to write; its model card goes beside it as .json and .md"),
     steps: int = typer.Option(2000, "--steps", min=1, help="Adam steps, one task group each"),
     lr: float = typer.Option(1e-3, "--lr"),
     seed: int = typer.Option(0, "--seed"),
+    d_model: int = typer.Option(64, "--d-model", min=4, help="width of the residual stream"),
+    d_state: int = typer.Option(16, "--d-state", min=1, help="SSM state size per channel"),
+    layers: int = typer.Option(2, "--layers", min=1, help="Mamba layers"),
+    version: int = typer.Option(1, "--version", min=1, help="student version, recorded in its card"),
+    also_eval: Optional[list[Path]] = typer.Option(None, "--also-eval", help="more databases to score it on (repeatable)"),
 ) -> None:
     """Train a student on the card's train split; evaluate it on train and held-out (eval) splits."""
     if not (data / "card.json").is_file():
@@ -245,7 +250,12 @@ def cost_model_train(
     from tcl_core.train import train_and_report
 
     try:
-        train_and_report(data, out, steps=steps, lr=lr, seed=seed, log=lambda line: typer.echo(line, err=True))
+        from tcl_core.features import TRACE_FEATURE_DIM
+        from tcl_core.student import StudentConfig
+
+        config = StudentConfig(feature_dim=TRACE_FEATURE_DIM, d_model=d_model, d_state=d_state, n_layers=layers)
+        train_and_report(data, out, steps=steps, lr=lr, seed=seed, config=config, version=version,
+                         also_eval=tuple(also_eval or ()), log=lambda line: typer.echo(line, err=True))
     except RecordsError as err:
         _fail(str(err))
     typer.echo(str(out))

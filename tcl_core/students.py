@@ -1,6 +1,6 @@
 """Where a platform's student lives, and which cost model a job gets: the `"auto"` rule.
 
-A student is stored as `<root>/<platform>/student.pt` with its model card `card.json` beside it.
+A student is stored as `<root>/<platform>/student.pt` with its model card `student.json` (and `student.md`) beside it.
 Two roots are searched, first hit wins: the daemon's own `state_dir/students` (where continual
 distillation will promote new versions) and the students shipped in this package
 (`tcl_core/students/`). Nothing here imports torch; resolving a job's cost model costs a stat
@@ -22,7 +22,7 @@ from pathlib import Path
 
 SHIPPED_ROOT = Path(__file__).parent / "students"
 STUDENT_FILE = "student.pt"
-CARD_FILE = "card.json"
+CARD_FILE = "student.json"  # the model card train_and_report writes beside the weights
 
 
 @dataclass(frozen=True)

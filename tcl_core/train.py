@@ -65,8 +65,14 @@ def train_student(tasks: list[TaskRecords], *, steps: int, lr: float = 1e-3, see
 
 
 def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1e-3, seed: int = 0,
+                     config: StudentConfig | None = None, version: int = 1, also_eval: tuple[Path, ...] = (),
                      log: Callable[[str], None] = print) -> dict:
-    """Train on the platform's train split, evaluate on both splits, save the student and its card."""
+    """Train on the platform's train split, evaluate on both splits, save the student and its card.
+
+    `also_eval` names more databases (another platform's, say) to score the student on; their
+    numbers go in the card under their folder's path. The card is written twice: `<out>.json`
+    for programs (tcl_core.students reads its `version`) and `<out>.md` for people.
+    """
     split = split_databases(platform_dir)
     started = time.perf_counter()
     train_tasks, eval_tasks = load_split(split["train"]), load_split(split["eval"])
@@ -74,10 +80,14 @@ def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1
     log(f"loaded {sum(t.size for t in train_tasks)} train / {sum(t.size for t in eval_tasks)} eval records "
         f"in {load_seconds:.1f} s")
     started = time.perf_counter()
-    student, losses = train_student(train_tasks, steps=steps, lr=lr, seed=seed)
+    config = config or StudentConfig(feature_dim=TRACE_FEATURE_DIM)
+    student, losses = train_student(train_tasks, steps=steps, lr=lr, seed=seed, config=config)
     train_seconds = time.perf_counter() - started
+    command = (f"tcl-tuned cost-model train --data {platform_dir} --out {out} --steps {steps} --lr {lr} --seed {seed} "
+               f"--d-model {config.d_model} --d-state {config.d_state} --layers {config.n_layers} --version {version}"
+               + "".join(f" --also-eval {path}" for path in also_eval))
     card = {
-        "command": f"tcl-tuned cost-model train --data {platform_dir} --out {out} --steps {steps} --lr {lr} --seed {seed}",
+        "version": version, "command": command,
         "platform": Path(platform_dir).name,
         "train_models": [p.name for p in split["train"]], "eval_models": [p.name for p in split["eval"]],
         "train_records": sum(t.size for t in train_tasks), "eval_records": sum(t.size for t in eval_tasks),
@@ -86,10 +96,35 @@ def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1
         "steps": steps, "lr": lr, "seed": seed, "train_seconds": round(train_seconds, 1),
         "final_loss": float(np.mean(losses[-50:])) if losses else None,
         "metrics": {"train": evaluate(student, train_tasks) if train_tasks else None,
-                    "eval": evaluate(student, eval_tasks) if eval_tasks else None},
+                    "eval": evaluate(student, eval_tasks) if eval_tasks else None,
+                    **{str(path): evaluate(student, load_split([Path(path)])) for path in also_eval}},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     save_student(student, out)
     out.with_suffix(".json").write_text(json.dumps(card, indent=2, default=str) + "\n")
+    out.with_suffix(".md").write_text(model_card_markdown(card))
     log(json.dumps(card["metrics"], indent=2))
     return card
+
+
+def model_card_markdown(card: dict) -> str:
+    """The human-readable model card: what the student learned from, how well it ranks, how to rebuild it."""
+    rows = [f"| {name} | {m['top1']:.3f} | {m['top5']:.3f} | {m['pairwise_accuracy']:.3f} | "
+            f"{m['random_top1']:.3f} | {m['random_top5']:.3f} |" for name, m in card["metrics"].items() if m]
+    lines = [
+        f"# Student model card: {card['platform']} (version {card['version']})", "",
+        "A TCL Mamba cost model (tcl_core/student.py) over schedule-trace features (tcl_core/features.py), "
+        "trained with LambdaRank within each task. Higher score = predicted faster; only the order "
+        "within one task means anything.", "",
+        f"- Data: `{card['platform']}`, trained on {', '.join(card['train_models'])} ({card['train_records']} "
+        f"records, {card['train_tasks']} tasks); held out: {', '.join(card['eval_models'])} ({card['eval_records']} "
+        f"records, {card['eval_tasks']} tasks). Dataset card: `data/{card['platform']}/card.md`.",
+        f"- Size: {card['parameters']} parameters; config `{json.dumps(card['config'])}`.",
+        f"- Training: {card['steps']} Adam steps (lr {card['lr']}, seed {card['seed']}), "
+        f"{card['train_seconds']} s; final loss {card['final_loss']:.3f}.",
+        f"- Reproduce: `{card['command']}`", "",
+        "TenSet top-k (task-weighted; best true throughput among the k ranked highest over the best "
+        "measured), pairwise ranking accuracy, and the exact random-ranking expectation:", "",
+        "| data | top-1 | top-5 | pairwise | random top-1 | random top-5 |", "|---|---|---|---|---|---|", *rows,
+    ]
+    return "\n".join(lines) + "\n"

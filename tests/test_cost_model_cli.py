@@ -114,11 +114,17 @@ def test_errors_exit_1_with_a_reason(case, measured_db, tmp_path):
 
 def test_train_writes_a_student_and_its_card(measured_db, tmp_path):
     out = tmp_path / "student.pt"
-    result = _run("train", "--data", str(measured_db.parent), "--out", str(out), "--steps", "5")
+    result = _run("train", "--data", str(measured_db.parent), "--out", str(out), "--steps", "5",
+                  "--d-model", "16", "--d-state", "4", "--layers", "1", "--version", "3",
+                  "--also-eval", str(measured_db))
     assert result.returncode == 0, result.stderr
     card = json.loads(out.with_suffix(".json").read_text())
     assert card["train_models"] == ["tiny"] and card["eval_models"] == [] and card["steps"] == 5
     assert card["train_records"] >= 4 and 0 < card["metrics"]["train"]["top1"] <= 1
+    assert card["version"] == 3 and card["config"]["d_model"] == 16 and card["config"]["n_layers"] == 1
+    assert card["metrics"][str(measured_db)] == card["metrics"]["train"]  # the same records, scored twice
+    markdown = out.with_suffix(".md").read_text()
+    assert "version 3" in markdown and card["command"] in markdown and "| train |" in markdown
     report = json.loads(_run("eval", "--database", str(measured_db), "--model", str(out)).stdout)
     assert report["model"] == str(out)
 

@@ -109,7 +109,7 @@ def test_auto_tunes_with_the_platforms_stored_student_and_says_so(tmp_path):
     folder = tmp_path / "state" / "students" / platform
     folder.mkdir(parents=True)
     save_student(Student(StudentConfig(feature_dim=TRACE_FEATURE_DIM, d_model=16, n_layers=1)), folder / "student.pt")
-    (folder / "card.json").write_text(json.dumps({"version": 7}))
+    (folder / "student.json").write_text(json.dumps({"version": 7}))
     manifest = run_pipeline(
         tiny_mlp_onnx(tmp_path / "mlp.onnx", seed=5), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
         options=TuningOptions(trials=8, **FAST),  # cost_model defaults to "auto"
