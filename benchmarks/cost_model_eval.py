@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
+    torch.set_num_threads(1)  # small batches: intra-op threads only wait on each other (evaluate.score_tasks)
     split = split_databases(args.data)
     card = json.loads((args.data / "card.json").read_text())
     target = tvm_api.make_target(card["target"])

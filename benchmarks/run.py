@@ -1,11 +1,15 @@
-"""Tune the example models at two budgets; record tuned / untuned / onnxruntime latency and tuning time.
+"""Tune models at several budgets and cost models; record tuned / untuned / onnxruntime latency and tuning time.
 
-    .venv/bin/python benchmarks/run.py [--budgets 64 256] [--cost-model xgb] [--out benchmarks/results]
+    .venv/bin/python benchmarks/run.py [--models tiny_cnn mlp_b8] [--budgets 64 256] \
+        [--cost-models xgb] [--trials-per-iter 16] [--results pipeline]
 
-Each (model, budget) tunes from an empty database, so no run reuses another's records. Results
-are appended to `<out>/pipeline.json` as they finish (a rerun skips what is there: resumable) and
-summarised in `<out>/pipeline.md`. Latencies are medians measured in one process on the same
-inputs, so compare the ratios within a row; absolute numbers move with the machine's load.
+Models are the examples (tiny_cnn, mlp_b8) and the zoo's held-out models (vit_block,
+mobilenet_v2), which no student was trained on. Each (model, budget, cost model) tunes from an
+empty database with the same seed, so no run reuses another's records, and the cost models of
+one (model, budget) run one after the other, so they are compared side by side in one run.
+Results are appended to `<out>/<results>.json` as they finish (a rerun skips what is there:
+resumable) and summarised in `<out>/<results>.md`. Latencies are medians measured in one process
+on the same inputs, so compare ratios; absolute numbers move with the machine's load.
 """
 
 from __future__ import annotations
@@ -26,10 +30,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from deploy import examples  # noqa: E402
 from deploy.options import TuningOptions  # noqa: E402
 from deploy.pipeline import run_pipeline  # noqa: E402
+from tcl_core.zoo import ZOO, export_onnx  # noqa: E402
+
+
+def _zoo(name: str):
+    def build():
+        with tempfile.TemporaryDirectory() as scratch:
+            return onnx.load(str(export_onnx(ZOO[name], Path(scratch) / f"{name}.onnx")))
+    return build
+
 
 MODELS = {
     "tiny_cnn": lambda: examples.tiny_cnn(batch=1),
     "mlp_b8": lambda: examples.mlp(batch=8, width=512),
+    **{name: _zoo(name) for name, model in ZOO.items() if model.split == "eval"},
 }
 
 
@@ -37,50 +51,56 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budgets", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--models", nargs="+", default=list(MODELS))
-    parser.add_argument("--cost-model", default="xgb")
+    parser.add_argument("--cost-models", nargs="+", default=["xgb"], help="auto, tcl, xgb, random")
+    parser.add_argument("--trials-per-iter", type=int, default=16)
+    parser.add_argument("--results", default="pipeline", help="file stem under --out")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
 
     args.out.mkdir(parents=True, exist_ok=True)
-    results_path = args.out / "pipeline.json"
+    results_path = args.out / f"{args.results}.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
     done = {(r["model"], r["budget"], r["cost_model"]) for r in results["runs"]}
     results["machine"] = {"cpu": _cpu_name(), "cores": os.cpu_count(), "python": platform.python_version()}
 
-    for model_name in args.models:
-        for budget in args.budgets:
-            if (model_name, budget, args.cost_model) in done:
-                print(f"skip {model_name} @ {budget} (already in {results_path})")
-                continue
-            with tempfile.TemporaryDirectory(prefix="tcl-bench-") as scratch:
-                root = Path(scratch)
-                model_path = root / f"{model_name}.onnx"
-                onnx.save(MODELS[model_name](), str(model_path))
-                started = time.perf_counter()
-                manifest = run_pipeline(
-                    model_path, output_dir=root / "out", state_dir=root / "state",
-                    options=TuningOptions(trials=budget, cost_model=args.cost_model, timing_repeats=50),
-                )
-                wall = time.perf_counter() - started
-            row = {
-                "model": model_name, "budget": budget, "cost_model": args.cost_model,
-                "trials_measured": manifest.trials_measured, "tasks": manifest.tasks,
-                "tuning_seconds": manifest.tuning_seconds, "pipeline_seconds": round(wall, 1),
-                "latency_ms": manifest.latency_ms.model_dump(),
-                "max_abs_err": manifest.verification.max_abs_err, "target": manifest.target,
-            }
-            print(json.dumps(row))
-            results["runs"].append(row)
-            results_path.write_text(json.dumps(results, indent=2) + "\n")
-    (args.out / "pipeline.md").write_text(_markdown(results))
+    for model_name, budget, cost_model in [(m, b, c) for m in args.models for b in args.budgets
+                                       for c in args.cost_models]:
+        if (model_name, budget, cost_model) in done:
+            print(f"skip {model_name} @ {budget} with {cost_model} (already in {results_path})")
+            continue
+        with tempfile.TemporaryDirectory(prefix="tcl-bench-") as scratch:
+            root = Path(scratch)
+            model_path = root / f"{model_name}.onnx"
+            onnx.save(MODELS[model_name](), str(model_path))
+            started = time.perf_counter()
+            manifest = run_pipeline(
+                model_path, output_dir=root / "out", state_dir=root / "state",
+                options=TuningOptions(trials=budget, cost_model=cost_model, timing_repeats=50,
+                                      trials_per_iter=args.trials_per_iter),
+            )
+            wall = time.perf_counter() - started
+        row = {
+            "model": model_name, "budget": budget, "cost_model": cost_model,
+            "resolved_cost_model": manifest.cost_model, "student": manifest.student,
+            "trials_per_iter": args.trials_per_iter,
+            "trials_measured": manifest.trials_measured, "tasks": manifest.tasks,
+            "tuning_seconds": manifest.tuning_seconds, "pipeline_seconds": round(wall, 1),
+            "latency_ms": manifest.latency_ms.model_dump(),
+            "max_abs_err": manifest.verification.max_abs_err, "target": manifest.target,
+        }
+        print(json.dumps(row))
+        results["runs"].append(row)
+        results_path.write_text(json.dumps(results, indent=2) + "\n")
+    (args.out / f"{args.results}.md").write_text(_markdown(results, args.results))
 
 
-def _markdown(results: dict) -> str:
+def _markdown(results: dict, stem: str) -> str:
     machine = results["machine"]
     lines = [
         "# Pipeline benchmark: tuned TVM vs untuned TVM vs onnxruntime",
         "",
-        f"Machine: {machine['cpu']}, {machine['cores']} cores. Command: `.venv/bin/python benchmarks/run.py`.",
+        f"Machine: {machine['cpu']}, {machine['cores']} cores. Command: `.venv/bin/python benchmarks/run.py "
+        f"--results {stem}` with the models, budgets and cost models below.",
         "Latency: median ms per call, all three measured in one process on the same inputs.",
         "",
         "| model | cost model | budget | tasks | measured | tuning s | tvm ms | untuned ms | onnxruntime ms | tvm / ort |",
