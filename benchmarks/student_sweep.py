@@ -1,11 +1,12 @@
 """Student sizes against held-out ranking quality: which configuration ships.
 
     .venv/bin/python benchmarks/student_sweep.py --data data/<platform> --steps 600 \
-        --configs 64x16x2 32x8x2 64x4x2
+        --configs 64x16x2 32x8x2 64x4x2 [--seeds 0 1 2] [--results student_sweep]
 
-Each configuration is `d_model x d_state x n_layers`; every one trains with the same seed and
+Each configuration is `d_model x d_state x n_layers`; every one trains with the same seeds and
 steps on the card's train split (trace features) and is scored on the eval split with TenSet's
-top-1 / top-5 and pairwise accuracy. Prediction time is measured separately on an idle machine
+top-1 / top-5 and pairwise accuracy, averaged over the seeds (one seed's noise is several
+points of top-1 here). Prediction time is measured separately on an idle machine
 (benchmarks/cost_model_speed.py); this only compares quality and size. Writes
 benchmarks/results/student_sweep.{json,md}.
 """
@@ -18,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -37,8 +39,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=600)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--configs", nargs="+", default=["64x16x2", "32x8x2", "64x4x2"])
+    parser.add_argument("--results", default="student_sweep", help="file stem under --out")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     torch.set_num_threads(1)  # small batches: intra-op threads only wait on each other (evaluate.score_tasks)
@@ -47,25 +50,33 @@ def main() -> None:
     rows = []
     for text in args.configs:
         config = parse_config(text)
-        started = time.perf_counter()
-        student, losses = train_student(train_tasks, steps=args.steps, seed=args.seed, config=config)
-        seconds = time.perf_counter() - started
-        row = {"config": text, "parameters": parameter_count(student), "train_seconds": round(seconds, 1),
-               **evaluate(student, eval_tasks)}
-        print(json.dumps(row), flush=True)
+        runs = []
+        for seed in args.seeds:
+            started = time.perf_counter()
+            student, _ = train_student(train_tasks, steps=args.steps, seed=seed, config=config)
+            runs.append({"seed": seed, "train_seconds": round(time.perf_counter() - started, 1),
+                         **evaluate(student, eval_tasks)})
+            print(json.dumps({"config": text, **runs[-1]}), flush=True)
+        row = {"config": text, "parameters": parameter_count(student), "runs": runs,
+               **{key: float(np.mean([r[key] for r in runs])) for key in ("top1", "top5", "pairwise_accuracy",
+                                                                          "train_seconds")},
+               "top1_sd": float(np.std([r["top1"] for r in runs])), "top5_sd": float(np.std([r["top5"] for r in runs]))}
         rows.append(row)
-    result = {"command": f"benchmarks/student_sweep.py --data {args.data} --steps {args.steps} --seed {args.seed} "
-                         f"--configs {' '.join(args.configs)}",
+    result = {"command": f"benchmarks/student_sweep.py --data {args.data} --steps {args.steps} "
+                         f"--seeds {' '.join(map(str, args.seeds))} --configs {' '.join(args.configs)} "
+                         f"--results {args.results}",
               "train_records": sum(t.size for t in train_tasks), "eval_records": sum(t.size for t in eval_tasks),
               "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "student_sweep.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = ["# Student size sweep (held-out ranking)", "", f"Command: `.venv/bin/python {result['command']}`.", "",
+    (args.out / f"{args.results}.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = ["# Student size sweep (held-out ranking)", "", f"Command: `.venv/bin/python {result['command']}`. "
+             f"Mean over {len(args.seeds)} seed(s), ± the standard deviation.", "",
              "| d_model x d_state x layers | parameters | top-1 | top-5 | pairwise | train s |",
              "|---|---|---|---|---|---|",
-             *[f"| {r['config']} | {r['parameters']} | {r['top1']:.3f} | {r['top5']:.3f} | "
-               f"{r['pairwise_accuracy']:.3f} | {r['train_seconds']} |" for r in rows]]
-    (args.out / "student_sweep.md").write_text("\n".join(lines) + "\n")
+             *[f"| {r['config']} | {r['parameters']} | {r['top1']:.3f} ± {r['top1_sd']:.3f} | "
+               f"{r['top5']:.3f} ± {r['top5_sd']:.3f} | {r['pairwise_accuracy']:.3f} | {r['train_seconds']:.0f} |"
+               for r in rows]]
+    (args.out / f"{args.results}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
