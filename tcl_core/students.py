@@ -6,11 +6,13 @@ distillation will promote new versions) and the students shipped in this package
 (`tcl_core/students/`). Nothing here imports torch; resolving a job's cost model costs a stat
 and a hash.
 
-`"auto"` (the default) means the TCL student of the job's platform when there is one, else the
-student of the nearest platform (same target kind, e.g. another x86 CPU under `llvm`: the trace
-features do not depend on the machine, and rankings carry over between CPUs of one ISA family far
-better than to a GPU), else TVM's XGBoost. An explicit `"tcl"` takes any stored student as the
-last resort before an untrained one. The manifest records which student was used and why.
+`"auto"` (the default) means the TCL student of the job's platform when there is one, else TVM's
+XGBoost. Not the nearest platform's student: measured side by side (benchmarks/results/
+tcl_vs_xgb.md), the znver5 student tuning a held-out model on a znver4 machine tied XGBoost at 64
+trials and lost at 256 (7.08 vs 5.18 ms), so a foreign student waits for distillation (issue 5).
+An explicit `"tcl"` takes the nearest platform's student (same target kind, same core count
+first: trace features do not depend on the machine), then any stored one, then an untrained one.
+The manifest records which student was used and why.
 """
 
 from __future__ import annotations
@@ -121,11 +123,11 @@ def choose_cost_model(requested: str, platform: str, *, state_dir: Path | None =
     student = find_student(platform, state_dir)
     if student is not None:
         return CostModelChoice("tcl", student, f"student trained on this platform ({platform})")
+    if requested == "auto":
+        return CostModelChoice("xgb", None, f"no student trained on platform {platform} yet")
     near = nearest_student(platform, state_dir)
     if near is not None:
         return CostModelChoice("tcl", near, f"no student for {platform}; nearest platform's: {near.platform}")
-    if requested == "auto":
-        return CostModelChoice("xgb", None, f"no student for platform {platform} or a platform like it")
     fallback = any_student(state_dir)
     if fallback is None:
         return CostModelChoice("tcl", None, "no student stored anywhere: an untrained one learns in the job")

@@ -55,3 +55,5 @@ def test_tcl_cost_model_drives_a_real_tuning_run(tmp_path):
         options=TuningOptions(trials=8, cost_model="tcl", trials_per_iter=4, population=32, timing_repeats=3),
     )
     assert manifest.cost_model == "tcl" and manifest.trials_measured == 8 and manifest.verification.passed
+    # an empty state_dir: the shipped student of this platform, or of the nearest one, guided the search
+    assert manifest.student is not None and manifest.student["source"] == "shipped"

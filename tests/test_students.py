@@ -32,19 +32,19 @@ def test_auto_takes_this_platforms_student_state_before_shipped(tmp_path, shippe
     assert described["version"] == 3 and described["source"] == "state" and len(described["sha256"]) == 64
 
 
-def test_auto_takes_the_nearest_platform_of_the_same_kind(tmp_path, shipped):
+def test_explicit_tcl_takes_the_nearest_platform_of_the_same_kind(tmp_path, shipped):
     _store(shipped, "cuda-sm_90-bbbb")
     _store(shipped, "llvm-skylake-8c-cccc")
     two_core = _store(shipped, "llvm-znver5-2c-aaaa")
-    choice = students.choose_cost_model("auto", "llvm-znver4-2c-dddd", state_dir=tmp_path)
+    choice = students.choose_cost_model("tcl", "llvm-znver4-2c-dddd", state_dir=tmp_path)
     assert choice.name == "tcl" and choice.student.path == two_core  # same kind and core count
     assert "nearest" in choice.reason and "llvm-znver5-2c-aaaa" in choice.reason
-    gpu = students.choose_cost_model("auto", "cuda-sm_80-eeee", state_dir=tmp_path)
+    gpu = students.choose_cost_model("tcl", "cuda-sm_80-eeee", state_dir=tmp_path)
     assert gpu.student.platform == "cuda-sm_90-bbbb"
 
 
-def test_auto_falls_back_to_xgb_without_a_student_of_that_kind(tmp_path, shipped):
-    _store(shipped, "cuda-sm_90-bbbb")
+def test_auto_falls_back_to_xgb_without_this_platforms_student(tmp_path, shipped):
+    _store(shipped, "llvm-znver5-2c-aaaa")  # a neighbour's student is not enough for "auto"
     choice = students.choose_cost_model("auto", "llvm-znver4-2c-dddd", state_dir=tmp_path)
     assert choice.name == "xgb" and choice.student is None and "llvm-znver4-2c-dddd" in choice.reason
 
@@ -73,3 +73,26 @@ def test_an_explicit_student_file_wins_and_is_checked(tmp_path, shipped):
         students.choose_cost_model("tcl", "p", student_path=tmp_path / "missing.pt")
     with pytest.raises(ValueError, match="xgb"):
         students.choose_cost_model("xgb", "p", student_path=given)
+
+
+def test_the_shipped_student_loads_and_still_ranks_its_held_out_data():
+    """Guards the committed weights against drift in the features or the architecture."""
+    from pathlib import Path
+
+    from tcl_core.evaluate import evaluate
+    from tcl_core.features import TRACE_FEATURE_DIM
+    from tcl_core.records import card_weights, load_task_records
+    from tcl_core.student import load_student
+
+    shipped = sorted(students.SHIPPED_ROOT.glob(f"*/{students.STUDENT_FILE}"))
+    assert shipped, "no default student ships"
+    for path in shipped:
+        card = json.loads((path.parent / students.CARD_FILE).read_text())
+        assert card["platform"] == path.parent.name and card["version"] >= 1
+        assert path.stat().st_size < 10 * 1024 * 1024
+        student = load_student(path)
+        assert student.config.feature_dim == TRACE_FEATURE_DIM
+        held_out = Path(__file__).resolve().parents[1] / "data" / card["platform"] / "vit_block"
+        tasks = load_task_records(held_out, weights=card_weights(held_out))
+        report = evaluate(student, tasks)
+        assert report["top1"] > report["random_top1"] + 0.1, report
