@@ -62,6 +62,7 @@ def main() -> None:
     results_path = args.out / f"{args.results}.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
     done = {(r["model"], r["budget"], r["cost_model"]) for r in results["runs"]}
+    results["command"] = " ".join(["benchmarks/run.py", *sys.argv[1:]])
     results["machine"] = {"cpu": _cpu_name(), "cores": os.cpu_count(), "python": platform.python_version()}
 
     for model_name, budget, cost_model in [(m, b, c) for m in args.models for b in args.budgets
@@ -133,8 +134,8 @@ def _markdown(results: dict, stem: str) -> str:
     lines = [
         "# Pipeline benchmark: tuned TVM vs untuned TVM vs onnxruntime",
         "",
-        f"Machine: {machine['cpu']}, {machine['cores']} cores. Command: `.venv/bin/python benchmarks/run.py "
-        f"--results {stem}` with the models, budgets and cost models below.",
+        f"Machine: {machine['cpu']}, {machine['cores']} cores. Command: "
+        f"`.venv/bin/python {results.get('command', 'benchmarks/run.py --results ' + stem)}`.",
         "Latency: median ms per call, all three measured in one process on the same inputs.",
         "",
         "| model | cost model | budget | tasks | measured | tuning s | tvm ms | untuned ms | onnxruntime ms | tvm / ort |",

@@ -31,17 +31,22 @@ def _run_seconds(result) -> float:
 class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
     """Scores candidates with a Student; `update` fine-tunes it on the job's fresh measurements."""
 
-    def __init__(self, student: Student | None = None, *, update_steps: int = 8, lr: float = 1e-3,
+    def __init__(self, student: Student | None = None, *, update_steps: int = 8, lr: float | None = None,
                  sequential_scan: bool = True) -> None:
         super().__init__()
         self.student = student or Student(StudentConfig(feature_dim=TRACE_FEATURE_DIM))
         self.update_steps = update_steps  # gradient steps per measured batch: cheap next to measuring
-        self.lr = lr
+        # A trained student is nudged, an untrained one has everything to learn. Adam's steps are
+        # about lr per parameter whatever the gradient's size, so 1e-3 over a few hundred
+        # in-search steps can walk a trained student far from what it learned offline.
+        self.lr = lr if lr is not None else (1e-3 if student is None else 1e-4)
+        self._optimiser: torch.optim.Optimizer | None = None  # one Adam for the whole search
         self.sequential_scan = sequential_scan  # the step-by-step scan measured faster on CPU
         self._measured: dict[str, tuple[list[np.ndarray], list[float]]] = {}  # task -> (features, seconds)
 
     def load(self, path: str) -> None:
         self.student = load_student(Path(path))
+        self._optimiser = None
 
     def save(self, path: str) -> None:
         save_student(self.student, Path(path))
@@ -57,8 +62,10 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
             features, mask = pad_batch(task_sequences, self.student.config.max_len)
             labels = normalise_labels(np.asarray(task_seconds))
             groups.append((torch.from_numpy(features), torch.from_numpy(mask), torch.as_tensor(labels).float()))
+        if groups and self._optimiser is None:
+            self._optimiser = torch.optim.Adam(self.student.parameters(), lr=self.lr)
         train_steps(self.student, groups, steps=self.update_steps if groups else 0, lr=self.lr,
-                    sequential=self.sequential_scan)
+                    sequential=self.sequential_scan, optimiser=self._optimiser)
 
     def predict(self, context, candidates) -> np.ndarray:
         if not candidates:
