@@ -26,8 +26,8 @@ _UNTRAINED_SEED = 0
 def open_student(path: Path | None) -> Student:
     """The student saved at `path`, or (None) a freshly initialised one seeded with 0.
 
-    The untrained student is a placeholder until a trained default ships; seeding it makes its
-    (meaningless) numbers reproducible, so a report can be compared run to run.
+    The untrained student is the baseline a trained one must beat (the shipped ones live in
+    tcl_core/students/); seeding it makes its numbers reproducible, so reports compare run to run.
     """
     if path is not None:
         return load_student(path)

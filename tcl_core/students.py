@@ -8,8 +8,9 @@ and a hash.
 
 `"auto"` (the default) means the TCL student of the job's platform when there is one, else TVM's
 XGBoost. Not the nearest platform's student: measured side by side (benchmarks/results/
-tcl_vs_xgb.md), the znver5 student tuning a held-out model on a znver4 machine tied XGBoost at 64
-trials and lost at 256 (7.08 vs 5.18 ms), so a foreign student waits for distillation (issue 5).
+tcl_vs_xgb*.md), the znver5 student tuning a held-out model on a znver4 machine tied XGBoost at
+64 trials and lost end to end at 256 (6.64 vs 4.92 ms, with equal kernels by the search's own
+measurements), so a foreign student waits for distillation (issue 5).
 An explicit `"tcl"` takes the nearest platform's student (same target kind, same core count
 first: trace features do not depend on the machine), then any stored one, then an untrained one.
 The manifest records which student was used and why.
