@@ -33,10 +33,9 @@ from tcl_core.evaluate import evaluate  # noqa: E402
 from tcl_core.features import PER_STORE_FEATURE_DIM, per_store_task_featuriser  # noqa: E402
 from tcl_core.metrics import ranking_summary  # noqa: E402
 from tcl_core.records import card_weights, mean_seconds  # noqa: E402
-from tcl_core.records import load_task_records  # noqa: E402
 from tcl_core.student import StudentConfig, normalise_labels, parameter_count  # noqa: E402
 from tcl_core.tenset_mlp import TensetMLP  # noqa: E402
-from tcl_core.train import split_databases, train_student  # noqa: E402
+from tcl_core.train import load_split, split_databases, train_student  # noqa: E402
 
 
 def _groups(database_dir: Path):
@@ -73,8 +72,7 @@ def xgb_summary(train_dirs: list[Path], eval_dirs: list[Path], target) -> dict:
 def _load_timed(folders: list[Path], featurise_task=None) -> tuple[list, float]:
     """All tasks of `folders` (trace features, or `featurise_task`'s), and records per second."""
     started = time.perf_counter()
-    kwargs = {"featurise_task": featurise_task} if featurise_task is not None else {}
-    tasks = [task for folder in folders for task in load_task_records(folder, weights=card_weights(folder), **kwargs)]
+    tasks = load_split(folders, featurise_task)
     seconds = time.perf_counter() - started
     return tasks, sum(t.size for t in tasks) / seconds
 

@@ -17,7 +17,7 @@ import torch
 
 from tcl_core.evaluate import evaluate
 from tcl_core.features import TRACE_FEATURE_DIM, pad_batch
-from tcl_core.records import TaskRecords, card_weights, load_task_records
+from tcl_core.records import FeaturiseTask, TaskRecords, card_weights, load_task_records
 from tcl_core.student import Student, StudentConfig, parameter_count, save_student, train_steps
 
 __all__ = ["split_databases", "load_split", "to_groups", "train_student", "train_and_report"]
@@ -33,9 +33,13 @@ def split_databases(platform_dir: Path) -> dict[str, list[Path]]:
     return split
 
 
-def load_split(database_dirs: list[Path]) -> list[TaskRecords]:
-    """All tasks of these databases, each weighted by how often it occurs in its model."""
-    return [task for folder in database_dirs for task in load_task_records(folder, weights=card_weights(folder))]
+def load_split(database_dirs: list[Path], featurise_task: FeaturiseTask | None = None) -> list[TaskRecords]:
+    """All tasks of these databases, each weighted by how often it occurs in its model.
+
+    Features are trace features unless `featurise_task` is given (see records.load_task_records).
+    """
+    return [task for folder in database_dirs
+            for task in load_task_records(folder, weights=card_weights(folder), featurise_task=featurise_task)]
 
 
 def to_groups(tasks: list[TaskRecords], max_len: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
