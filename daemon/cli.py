@@ -1,4 +1,4 @@
-"""The `tcl-tuned` console script: tune, daemon, status, example."""
+"""The `tcl-tuned` console script: tune, daemon, status, platforms, distill, collect, cost-model, example."""
 
 from __future__ import annotations
 
@@ -336,3 +336,64 @@ def status_command(
         typer.echo(f"tcl-tuned: {status_file} is not a status file: {err.errors()[0]['msg']}", err=True)
         raise typer.Exit(1) from None
     Console().print(render_status(status, stale_after_seconds=stale_after))
+
+
+def _state_dir_from(config: Path | None, state_dir: Path | None) -> Path:
+    """--state-dir, else the config's state_dir (--config, else /etc/tcl-tuned/config.toml if present), else `tune`'s default."""
+    from daemon.config import ConfigError, load_config
+
+    if config is not None and state_dir is not None:
+        _fail("give --config or --state-dir, not both")
+    if state_dir is not None:
+        return state_dir
+    if config is None and not DEFAULT_CONFIG.is_file():
+        return _default_state_dir()
+    try:
+        return load_config(config or DEFAULT_CONFIG).state_dir
+    except ConfigError as err:
+        typer.echo(f"tcl-tuned: {err}", err=True)
+        raise typer.Exit(2) from None
+
+
+@app.command("platforms")
+def platforms_command(
+    config: Path | None = typer.Option(None, "--config", dir_okay=False, help="daemon config naming the state dir"),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help="state dir (default: the config's, else tune's)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """List the platforms measured on or holding a student: records, student version, last distillation."""
+    from daemon.platforms import summarise_all
+    from daemon.status_table import render_platforms
+
+    entries = summarise_all(_state_dir_from(config, state_dir), include_shipped=True)
+    if as_json:
+        typer.echo(json.dumps([entry.model_dump() for entry in entries], indent=2))
+    else:
+        Console().print(render_platforms(entries))
+
+
+@app.command("distill")
+def distill_command(
+    platform: str = typer.Option(..., "--platform", help="platform name (see `tcl-tuned platforms`)"),
+    config: Path | None = typer.Option(None, "--config", dir_okay=False, help="daemon config naming the state dir"),
+    state_dir: Path | None = typer.Option(None, "--state-dir", help="state dir (default: the config's, else tune's)"),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="training steps (default: the config's [distill])"),
+) -> None:
+    """Run one distillation round for PLATFORM by hand: distil, validate, promote if not worse; print the result."""
+    from dataclasses import asdict
+
+    from daemon.config import DistillSettings, load_config
+    from deploy.layout import database_dir
+    from tcl_core.continual import RoundSettings, run_round
+
+    root = _state_dir_from(config, state_dir)
+    settings = load_config(config).distill if config is not None else DistillSettings()
+    database = database_dir(root, platform)
+    if not database.is_dir():
+        _fail(f"no tuning database for platform {platform!r} under {root} (see `tcl-tuned platforms`)")
+    result = run_round(platform, database, root, RoundSettings(
+        steps=steps or settings.steps, lr=settings.lr, alpha=settings.alpha, tolerance=settings.tolerance),
+        log=lambda line: typer.echo(line, err=True))
+    typer.echo(json.dumps(asdict(result), indent=2))
+    if result.decision == "skipped":
+        raise typer.Exit(1)

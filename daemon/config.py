@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -29,6 +29,19 @@ class ConfigError(Exception):
     """The configuration cannot be used; str(err) is a message for a person, not a traceback."""
 
 
+class DistillSettings(BaseModel):
+    """The `[distill]` table: when the daemon distils a new student from its own measurements."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = Field(True, description="run rounds automatically when idle")
+    min_new_records: int = Field(256, ge=1, description="new measurements of a platform that start a round")
+    steps: int = Field(300, ge=1, description="training steps per round")
+    lr: float = Field(1e-3, gt=0, description="Adam learning rate")
+    alpha: float = Field(1.0, ge=0, description="weight of the distillation term (0: plain fine-tuning)")
+    tolerance: float = Field(0.0, ge=0, description="promote if validation top-1 >= incumbent's - tolerance")
+
+
 class DaemonConfig(BaseSettings):
     """Where the daemon reads, writes and keeps state, how it tunes, and its timing knobs."""
 
@@ -44,6 +57,7 @@ class DaemonConfig(BaseSettings):
     state_dir: Path = Field(DEFAULT_STATE_DIR, description="job queue and tuning database")
     status_file: Path = Field(..., description="JSON status file; defaults to <state_dir>/status.json")
     tuning: TuningOptions = Field(default_factory=TuningOptions, description="the [tuning] table")
+    distill: DistillSettings = Field(default_factory=DistillSettings, description="the [distill] table")
 
     settle_seconds: float = Field(2.0, gt=0, description="size+mtime unchanged this long = complete (scan, polling)")
     heartbeat_seconds: float = Field(10.0, gt=0, description="status file rewritten at least this often")

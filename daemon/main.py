@@ -19,13 +19,17 @@ from importlib import metadata
 from pathlib import Path
 
 from daemon.config import DaemonConfig
+from daemon.distiller import Distiller, RoundSpec
+from daemon.platforms import PlatformEntry, summarise_all
 from daemon.notify import SystemdNotify, WatchdogPinger, watchdog_interval
 from daemon.queue import RUNNING_STAGES, Job, JobQueue, input_problem
 from deploy.intake import sha256_of
+from deploy.layout import database_dir
 from daemon.status import DaemonInfo, DaemonState, ModelEntry, StatusFile, write_status
 from daemon.watcher import Watcher
 from daemon.worker import Failed, JobSpec, Succeeded, Worker
 from deploy.options import Progress
+from tcl_core.continual import RoundSettings, record_failure
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +54,7 @@ class Daemon:
         *,
         watcher: Watcher | None = None,
         worker: Worker | None = None,
+        distiller: Distiller | None = None,
         notify: SystemdNotify | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -61,6 +66,7 @@ class Daemon:
             poll_interval_seconds=config.poll_interval_seconds,
         )
         self.worker = worker or Worker()
+        self.distiller = distiller or Distiller()
         self._notify = notify or SystemdNotify()
         self._clock = clock
         self._queue: JobQueue | None = None
@@ -72,6 +78,9 @@ class Daemon:
         self._last_published: tuple | None = None
         self._last_write_at = -math.inf
         self._pinger: WatchdogPinger | None = None
+        self._platforms: list[PlatformEntry] = []
+        self._distill_due = True  # look for a platform with enough new measurements when next idle
+        self._distill_records = 0  # records of the platform being distilled when its round started
 
     @property
     def queue(self) -> JobQueue:
@@ -108,6 +117,7 @@ class Daemon:
         if not os.access(cfg.watch_dir, os.R_OK | os.X_OK):
             raise StartupError(f"cannot read watch folder {cfg.watch_dir}")
         self._queue = JobQueue.open(cfg.state_dir)
+        self._refresh_platforms()
         self._publish(now, force=True)
         try:
             mode = self.watcher.start()
@@ -125,14 +135,21 @@ class Daemon:
             self._pinger.start()
 
     def step(self, now: float | None = None) -> None:
-        """One iteration: admit complete files, collect the worker, start the next job, write status."""
+        """One iteration: admit files, collect the worker and distiller, start the next job or round, write status.
+
+        Jobs wait while a round runs (a round takes a minute or two), and a round starts only when
+        no job is running or queued, so distillation never competes with measurements for the CPU.
+        """
         now = self._clock() if now is None else now
         self._last_step_monotonic = time.monotonic()
         for path in self.watcher.ready_paths(now):
             self._admit(path)
         self._collect_worker()
-        if self.worker.running_job_id is None:
+        self._collect_distiller()
+        if self.worker.running_job_id is None and self.distiller.running_platform is None:
             self._start_next_job()
+            if self.worker.running_job_id is None:
+                self._maybe_distil()
         self._publish(now)
         if not self.watcher.is_alive():
             # Watching is the daemon's purpose: exit non-zero so systemd (Restart=on-failure) restarts it.
@@ -163,6 +180,7 @@ class Daemon:
         self._state = "stopping"
         self._notify.stopping()
         self._publish(self._clock() if now is None else now, force=True)
+        self.distiller.stop(self.config.stop_grace_seconds)  # an unfinished round is simply run again
         stopped = self.worker.stop(self.config.stop_grace_seconds)
         if stopped is not None:
             job_id, outcome = stopped
@@ -228,20 +246,66 @@ class Daemon:
             else:
                 self._record_outcome(job_id, report)
 
+    def _maybe_distil(self) -> None:
+        """Start a round for the first platform with `min_new_records` measurements since its last one."""
+        settings = self.config.distill
+        if not settings.enabled or not self._distill_due:
+            return
+        self._distill_due = False  # until the next job or round ends
+        for entry in self._platforms:
+            if entry.records_since_round < settings.min_new_records:
+                continue
+            spec = RoundSpec(entry.name, database_dir(self.config.state_dir, entry.name), self.config.state_dir,
+                             RoundSettings(steps=settings.steps, lr=settings.lr, alpha=settings.alpha,
+                                           tolerance=settings.tolerance))
+            try:
+                self.distiller.start(spec)
+            except OSError as err:
+                log.error("cannot start a distillation round for %s: %s", entry.name, err)
+                continue
+            self._distill_records = entry.records
+            self._refresh_platforms()
+            return
+
+    def _collect_distiller(self) -> None:
+        outcome = self.distiller.poll()
+        if outcome is None:
+            return
+        if outcome.error is not None:
+            log.warning("distillation for %s failed: %s", outcome.platform, outcome.error)
+            try:
+                record_failure(self.config.state_dir, outcome.platform, self._distill_records, outcome.error)
+            except OSError as err:
+                log.error("cannot record the failed round: %s", err)
+        else:
+            result = outcome.result
+            log.info("distillation for %s: v%s %s: %s", outcome.platform, result["version"], result["decision"],
+                     result["reason"])
+        self._distill_due = True  # another platform may be waiting
+        self._refresh_platforms()
+
+    def _refresh_platforms(self) -> None:
+        try:
+            self._platforms = summarise_all(self.config.state_dir, distilling=self.distiller.running_platform)
+        except OSError as err:  # the status file goes on without it; the next refresh tries again
+            log.error("cannot read the platforms under %s: %s", self.config.state_dir, err)
+
     def _record_outcome(self, job_id: int, outcome: Succeeded | Failed) -> None:
+        self._distill_due = True
         if isinstance(outcome, Succeeded):
             self.queue.mark_done(job_id, outcome.artifact_dir, outcome.latency_ms)
             log.info("job %d: done -> %s (tvm %.3f ms)", job_id, outcome.artifact_dir, outcome.latency_ms.tvm)
         else:
             self.queue.mark_failed(job_id, outcome.reason)
             log.warning("job %d: failed: %s", job_id, outcome.reason)
+        self._refresh_platforms()  # its measurements are in the platform's database now
 
     def _publish(self, now: float, *, force: bool = False) -> None:
         """Rewrite the status file when anything changed, or when the heartbeat is due."""
         if self._queue is None:
             return  # nothing honest to report before the queue opened
         models = [_entry(job) for job in self._queue.all_jobs()]
-        content = (self._state, self.watcher.mode, models)
+        content = (self._state, self.watcher.mode, models, self._platforms)
         if not force and content == self._last_published and now - self._last_write_at < self.config.heartbeat_seconds:
             return
         info = DaemonInfo(
@@ -253,7 +317,7 @@ class Daemon:
             watch_mode=self.watcher.mode,
         )
         try:
-            write_status(self.config.status_file, StatusFile(daemon=info, models=models))
+            write_status(self.config.status_file, StatusFile(daemon=info, models=models, platforms=self._platforms))
         except OSError as err:  # a full disk must not stop tuning; the next step tries again
             log.error("cannot write status file %s: %s", self.config.status_file, err)
             return

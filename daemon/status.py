@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from daemon.platforms import PlatformEntry
 from deploy.artifact import Latency
 from deploy.options import Stage
 
@@ -63,6 +64,8 @@ class StatusFile(BaseModel):
     schema_version: Literal[1] = STATUS_SCHEMA_VERSION
     daemon: DaemonInfo
     models: list[ModelEntry] = Field(description="every model seen, oldest first")
+    platforms: list[PlatformEntry] = Field(
+        default_factory=list, description="every platform measured on: records, student version, distillation")
 
 
 def write_status(path: Path, status: StatusFile) -> None:

@@ -35,6 +35,23 @@ def render_status(status: StatusFile, *, now: datetime | None = None, stale_afte
             *(("-",) * 3 if latency is None else (f"{latency.tvm:.3f}", f"{latency.untuned:.3f}", f"{latency.onnxruntime:.3f}")),
             model.error or model.artifact_dir or "",
         )
+    platforms = [render_platforms(status.platforms)] if status.platforms else []
     if not status.models:
-        return Group(header, Text("no models seen yet"))
-    return Group(header, table)
+        return Group(header, Text("no models seen yet"), *platforms)
+    return Group(header, table, *platforms)
+
+
+def render_platforms(platforms) -> Table:
+    """One row per platform: measurements, the student `auto` uses, its last distillation round."""
+    table = Table(show_edge=False)
+    for column in ("platform", "records", "new", "student", "top-1", "last round"):
+        table.add_column(column, justify="right" if column in ("records", "new", "top-1") else "left")
+    for entry in platforms:
+        student = "-" if entry.student_source is None else f"v{entry.student_version} ({entry.student_source})"
+        last = entry.last_round
+        round_text = "distilling now" if entry.distilling else (
+            "-" if last is None else f"{last.decision} v{last.version}: {last.reason}" if last.version else
+            f"{last.decision}: {last.reason}")
+        table.add_row(entry.name, str(entry.records), str(entry.records_since_round), student,
+                      "-" if entry.validation_top1 is None else f"{entry.validation_top1:.3f}", round_text)
+    return table

@@ -13,7 +13,8 @@ from deploy.artifact import Latency, Manifest, TensorInfo, artifact_name, emit, 
 from deploy.build import build_library
 from deploy.errors import PipelineError, VerificationError
 from deploy.options import Progress, TuningOptions
-from deploy.tune import database_dir, tune_module
+from deploy.layout import database_dir
+from deploy.tune import tune_module
 from tcl_core import tvm_api
 from tcl_core.platform import platform_name
 from tcl_core.students import choose_cost_model

@@ -23,10 +23,6 @@ class TuningResult:
     seconds: float
 
 
-def database_dir(state_dir: Path, platform: str) -> Path:
-    return state_dir / "databases" / platform
-
-
 def tune_module(
     lowered,
     target,

@@ -11,6 +11,7 @@ Shape letters: b batch of candidates, l sequence length, f feature_dim, d d_mode
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -83,6 +84,15 @@ class Student(nn.Module):
 
         `sequential` overrides the blocks' scan choice (None: each block's own, parallel by default).
         """
+        return self.head(self.encode(features, mask, sequential=sequential)).squeeze(-1)  # (b,)
+
+    def encode(
+        self, features: torch.Tensor, mask: torch.Tensor | None = None, *, sequential: bool | None = None
+    ) -> torch.Tensor:
+        """The pooled representation the head scores: (b, l, f), (b, l) -> (b, d).
+
+        The RDU sampler measures representativeness and diversity in this space (tcl_core.rdu).
+        """
         cfg = self.config
         if mask is None:
             mask = torch.ones(features.shape[:2], dtype=torch.bool, device=features.device)  # (b, l)
@@ -93,8 +103,17 @@ class Student(nn.Module):
             x = layer(x, mask, sequential=sequential)  # (b, l', d)
         x = self.norm(x).masked_fill(~keep, 0.0)  # (b, l', d)
         count = mask.sum(dim=1, keepdim=True).clamp(min=1)  # (b, 1); empty sequences pool to 0
-        pooled = x.sum(dim=1) / count  # (b, d)
-        return self.head(pooled).squeeze(-1)  # (b,)
+        return x.sum(dim=1) / count  # (b, d)
+
+    def mc_dropout_scores(self, pooled: torch.Tensor, *, passes: int = 16, p: float = 0.2) -> torch.Tensor:
+        """(b, d) pooled embeddings -> (passes, b) scores with dropout on the head's input.
+
+        Monte Carlo dropout as the uncertainty signal of the RDU sampler: where the passes
+        disagree, the head leans on few directions of the embedding, which is where the student
+        has seen little. Dropout sits only before the head so the trunk runs once per candidate.
+        """
+        stacked = pooled.unsqueeze(0).expand(passes, *pooled.shape)  # (passes, b, d)
+        return self.head(F.dropout(stacked, p=p, training=True)).squeeze(-1)  # (passes, b)
 
 
 def parameter_count(model: nn.Module) -> int:
@@ -173,6 +192,7 @@ _LOSSES = {"lambda": lambda_rank_loss, "pairwise": pairwise_rank_loss}
 def train_steps(
     model: Student, groups: list[Group], *, steps: int, lr: float, loss: str = "lambda",
     sequential: bool | None = None, optimiser: torch.optim.Optimizer | None = None,
+    extra_loss: Callable[[], torch.Tensor] | None = None,
 ) -> list[float]:
     """Run `steps` Adam steps, one group (one task's candidates) per step; return each step's loss.
 
@@ -180,7 +200,9 @@ def train_steps(
     steps. Used for offline training and for the cost model's in-search `update` alike. The model
     is left in eval mode. `sequential` picks the scan as in `Student.forward` (on CPU the
     step-by-step one measured about 1.7x faster per training step). `optimiser` carries Adam's
-    state across calls (the in-search updates); None makes a fresh one with `lr`.
+    state across calls (the in-search updates); None makes a fresh one with `lr`. `extra_loss`,
+    called once per step, is added to the ranking loss (continual distillation's term towards
+    the teacher, tcl_core.distill); the returned losses include it.
     """
     if loss not in _LOSSES:
         raise ValueError(f"loss must be one of {sorted(_LOSSES)}, got {loss!r}")
@@ -196,6 +218,8 @@ def train_steps(
             order = torch.randperm(len(groups)).tolist()
         features, mask, labels = groups[order.pop()]
         value = loss_fn(model(features, mask, sequential=sequential), labels)
+        if extra_loss is not None:
+            value = value + extra_loss()
         optimiser.zero_grad(set_to_none=True)
         value.backward()
         optimiser.step()
