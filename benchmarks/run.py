@@ -1,7 +1,7 @@
 """Tune models at several budgets and cost models; record tuned / untuned / onnxruntime latency and tuning time.
 
     .venv/bin/python benchmarks/run.py [--models tiny_cnn mlp_b8] [--budgets 64 256] \
-        [--cost-models xgb] [--trials-per-iter 16] [--results pipeline]
+        [--cost-models xgb] [--trials-per-iter 16] [--results pipeline] [--target JSON] [--student PATH]
 
 Models are the examples (tiny_cnn, mlp_b8) and the zoo's held-out models (vit_block,
 mobilenet_v2), which no student was trained on. Each (model, budget, cost model) tunes from an
@@ -56,6 +56,8 @@ def main() -> None:
     parser.add_argument("--trials-per-iter", type=int, default=16)
     parser.add_argument("--results", default="pipeline", help="file stem under --out")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--target", type=json.loads, default=None, help="TVM target as JSON (default: this host)")
+    parser.add_argument("--student", type=Path, default=None, help="student file for the tcl runs")
     args = parser.parse_args()
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -75,13 +77,22 @@ def main() -> None:
             model_path = root / f"{model_name}.onnx"
             onnx.save(MODELS[model_name](), str(model_path))
             started = time.perf_counter()
+            timeline: list[tuple[float, int]] = []  # (seconds since start, trials measured)
+
+            def on_progress(progress, timeline=timeline, started=started):
+                if progress.stage == "tuning":
+                    timeline.append((round(time.perf_counter() - started, 2), progress.trials_done))
+
             manifest = run_pipeline(
-                model_path, output_dir=root / "out", state_dir=root / "state",
+                model_path, output_dir=root / "out", state_dir=root / "state", on_progress=on_progress,
                 options=TuningOptions(trials=budget, cost_model=cost_model, timing_repeats=50,
-                                      trials_per_iter=args.trials_per_iter),
+                                      trials_per_iter=args.trials_per_iter, target=args.target,
+                                      student=args.student if cost_model == "tcl" else None),
             )
             wall = time.perf_counter() - started
-            best = _best_seconds_per_task(root / "state" / "databases" / manifest.platform)
+            database = root / "state" / "databases" / manifest.platform
+            best = _best_seconds_per_task(database)
+            measurements = _measurement_order(database)
         row = {
             "model": model_name, "budget": budget, "cost_model": cost_model,
             "resolved_cost_model": manifest.cost_model, "student": manifest.student,
@@ -90,7 +101,7 @@ def main() -> None:
             "tuning_seconds": manifest.tuning_seconds, "pipeline_seconds": round(wall, 1),
             "latency_ms": manifest.latency_ms.model_dump(),
             "max_abs_err": manifest.verification.max_abs_err, "target": manifest.target,
-            "best_seconds_per_task": best,
+            "best_seconds_per_task": best, "timeline": timeline, "measurements": measurements,
         }
         print(json.dumps(row))
         results["runs"].append(row)
@@ -104,6 +115,23 @@ def _best_seconds_per_task(database_dir: Path) -> dict[str, float]:
 
     tasks = load_task_records(database_dir, featurise=lambda trace: np.zeros((1, 1), dtype=np.float32))
     return {t.workload_hash: float(np.min(t.run_seconds)) for t in tasks if np.isfinite(t.run_seconds).any()}
+
+
+def _measurement_order(database_dir: Path) -> list[tuple[str, float]]:
+    """(workload hash, mean seconds) of every record in the order measured (inf: failed).
+
+    With `timeline` this gives best-so-far against trials and against seconds
+    (benchmarks/time_to_target.py).
+    """
+    from tcl_core.records import RECORD_FILE, WORKLOAD_FILE, mean_seconds
+
+    hashes = [json.loads(line)[0] for line in (database_dir / WORKLOAD_FILE).read_text().splitlines() if line]
+    order = []
+    for line in (database_dir / RECORD_FILE).read_text().splitlines():
+        if line:
+            index, record = json.loads(line)
+            order.append((str(hashes[index]), mean_seconds(record[1])))
+    return order
 
 
 def _per_task_ratios(results: dict) -> list[str]:
