@@ -2,7 +2,7 @@
 
 A student is stored as `<root>/<platform>/student.pt` with its model card `student.json` (and `student.md`) beside it.
 Two roots are searched, first hit wins: the daemon's own `state_dir/students` (where continual
-distillation will promote new versions) and the students shipped in this package
+distillation promotes new versions, as symlinks into `state_dir/student_versions/`) and the students shipped in this package
 (`tcl_core/students/`). Nothing here imports torch; resolving a job's cost model costs a stat
 and a hash.
 
@@ -10,7 +10,8 @@ and a hash.
 XGBoost. Not the nearest platform's student: measured side by side (benchmarks/results/
 tcl_vs_xgb*.md), the znver5 student tuning a held-out model on a znver4 machine tied XGBoost at
 64 trials and lost end to end at 256 (6.64 vs 4.92 ms, with equal kernels by the search's own
-measurements), so a foreign student waits for distillation (issue 5).
+measurements), so a foreign student is used only as the teacher the daemon distils a student
+of the job's own platform from, once that platform has measurements (tcl_core/continual.py).
 An explicit `"tcl"` takes the nearest platform's student (same target kind, same core count
 first: trace features do not depend on the machine), then any stored one, then an untrained one.
 The manifest records which student was used and why.
