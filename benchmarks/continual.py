@@ -41,7 +41,7 @@ from tcl_core.distill import DistillConfig, distil_student  # noqa: E402
 from tcl_core.evaluate import evaluate, open_student  # noqa: E402
 from tcl_core.features import TRACE_FEATURE_DIM  # noqa: E402
 from tcl_core.rdu import select_subset  # noqa: E402
-from tcl_core.student import Student, StudentConfig, parameter_count, train_steps  # noqa: E402
+from tcl_core.student import Student, StudentConfig, parameter_count, save_student, train_steps  # noqa: E402
 from tcl_core.train import load_split, split_databases, to_groups  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -143,6 +143,10 @@ def transfer(args) -> dict:
                 steps=args.steps, seed=args.seed, alpha=0.0))[0],
             "scratch": distil_student(None, picks, config=DistillConfig(steps=args.steps, seed=args.seed))[0],
         }
+        if args.save_students:
+            args.save_students.mkdir(parents=True, exist_ok=True)
+            for method in ("distil", "finetune", "scratch"):
+                save_student(models[method], args.save_students / f"{index + 1}-{name}-{method}.pt")
         multi.add_head()
         seen.append(picks)
         _train_multitask(multi, seen, args.steps * len(seen), args.seed)
@@ -211,6 +215,7 @@ def main() -> None:
     tra.add_argument("--sequence", type=Path, nargs="+", required=True)
     tra.add_argument("--seed", type=int, default=0)
     tra.add_argument("--alpha", type=float, default=1.0)
+    tra.add_argument("--save-students", type=Path, default=None, help="write each step's students here")
     for p in (eff, tra):
         p.add_argument("--steps", type=int, default=600)
         p.add_argument("--fraction", type=float, default=0.1)
