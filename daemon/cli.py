@@ -242,8 +242,16 @@ def cost_model_train(
     layers: int = typer.Option(2, "--layers", min=1, help="Mamba layers"),
     version: int = typer.Option(1, "--version", min=1, help="student version, recorded in its card"),
     also_eval: Optional[list[Path]] = typer.Option(None, "--also-eval", help="more databases to score it on (repeatable)"),
+    teacher: Optional[Path] = typer.Option(None, "--teacher", exists=True, dir_okay=False,
+                                           help="start from this student and distil towards it (a new platform)"),
+    fraction: float = typer.Option(1.0, "--fraction", min=0.01, max=1.0,
+                                   help="label only this share of each task's candidates, picked by the RDU sampler"),
+    alpha: float = typer.Option(1.0, "--alpha", min=0.0, help="weight of the distillation term (with --teacher)"),
 ) -> None:
-    """Train a student on the card's train split; evaluate it on train and held-out (eval) splits."""
+    """Train a student on the card's train split; evaluate it on train and held-out (eval) splits.
+
+    With --teacher / --fraction: bootstrap a new platform from a few measurements (RDU + distillation).
+    """
     if not (data / "card.json").is_file():
         _fail(f"{data} has no card.json (run `tcl-tuned collect` first)")
     from tcl_core.records import RecordsError
@@ -255,7 +263,8 @@ def cost_model_train(
 
         config = StudentConfig(feature_dim=TRACE_FEATURE_DIM, d_model=d_model, d_state=d_state, n_layers=layers)
         train_and_report(data, out, steps=steps, lr=lr, seed=seed, config=config, version=version,
-                         also_eval=tuple(also_eval or ()), log=lambda line: typer.echo(line, err=True))
+                         also_eval=tuple(also_eval or ()), teacher=teacher, fraction=fraction, alpha=alpha,
+                         log=lambda line: typer.echo(line, err=True))
     except RecordsError as err:
         _fail(str(err))
     typer.echo(str(out))

@@ -8,8 +8,9 @@ arrived (daemon/distiller.py); `tcl-tuned distill --platform NAME` runs it by ha
    and a held-out validation slice (about one task in five, at least one).
 3. Teacher: the platform's current student, else the nearest platform's (tcl_core.students).
    The candidate starts from the teacher and is distilled on the training part (tcl_core.distill).
-4. Score the candidate and the incumbent (the student `auto` would use now, else the teacher)
-   on the validation slice; promote only if the candidate's top-1 is not worse.
+4. Score the candidate and the incumbent (the teacher: the platform's current student, else
+   the nearest platform's, else an untrained one) on the validation slice; promote only if the
+   candidate's top-1 is not worse.
 5. Every candidate is kept as `state_dir/student_versions/<platform>/v<N>/` (weights + card);
    promotion repoints the symlink `state_dir/students/<platform>` at it with one rename, so a job
    starting at any moment opens either the old version or the new one, complete.
@@ -57,8 +58,7 @@ class RoundResult:
     version: int | None = None      # the candidate's version (None when skipped)
     candidate_top1: float | None = None
     incumbent_top1: float | None = None
-    incumbent: dict | None = None   # the student compared against (platform, version, sha256, ...)
-    teacher: dict | None = None
+    teacher: dict | None = None     # the student it started from and was compared against (platform, version, ...)
     train_tasks: int = 0
     validation_tasks: int = 0
     seconds: float = 0.0
@@ -144,7 +144,7 @@ def run_round(platform: str, database_dir: Path, state_dir: Path, settings: Roun
     log(f"{platform}: v{version} {'promoted' if promote else 'rejected'}: {reason}")
     return _record(state_dir, RoundResult(
         platform, "promoted" if promote else "rejected", reason, records, version=version,
-        candidate_top1=candidate_top1, incumbent_top1=incumbent_top1, incumbent=described, teacher=described,
+        candidate_top1=candidate_top1, incumbent_top1=incumbent_top1, teacher=described,
         train_tasks=len(train), validation_tasks=len(validation), seconds=round(time.perf_counter() - started, 1)))
 
 

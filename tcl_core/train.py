@@ -70,11 +70,16 @@ def train_student(tasks: list[TaskRecords], *, steps: int, lr: float = 1e-3, see
 
 def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1e-3, seed: int = 0,
                      config: StudentConfig | None = None, version: int = 1, also_eval: tuple[Path, ...] = (),
+                     teacher: Path | None = None, fraction: float = 1.0, alpha: float = 1.0,
                      log: Callable[[str], None] = print) -> dict:
     """Train on the platform's train split, evaluate on both splits, save the student and its card.
 
     `also_eval` names more databases (another platform's, say) to score the student on; their
-    numbers go in the card under their folder's path. The card is written twice: `<out>.json`
+    numbers go in the card under their folder's path. `teacher` and/or `fraction` < 1 bootstrap a
+    platform the TCL way: only `fraction` of each task's candidates, picked by the RDU sampler
+    (embedded by the teacher), are used as labels, and the student starts from the teacher and
+    is distilled towards it on all the train split's candidates (tcl_core.distill, `alpha`).
+    The card is written twice: `<out>.json`
     for programs (tcl_core.students reads its `version`) and `<out>.md` for people.
     """
     split = split_databases(platform_dir)
@@ -85,16 +90,33 @@ def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1
         f"in {load_seconds:.1f} s")
     started = time.perf_counter()
     config = config or StudentConfig(feature_dim=TRACE_FEATURE_DIM)
-    student, losses = train_student(train_tasks, steps=steps, lr=lr, seed=seed, config=config)
+    labelled = train_tasks
+    if teacher is None and fraction >= 1.0:
+        student, losses = train_student(train_tasks, steps=steps, lr=lr, seed=seed, config=config)
+    else:
+        from tcl_core.distill import DistillConfig, distil_student  # distill imports this module
+        from tcl_core.rdu import select_subset
+        from tcl_core.student import load_student
+
+        teacher_model = load_student(teacher) if teacher is not None else None
+        if fraction < 1.0:
+            labelled = select_subset(train_tasks, fraction, method="rdu", student=teacher_model, seed=seed)
+        student, losses = distil_student(teacher_model, labelled, pool=train_tasks, student_config=config,
+                                         config=DistillConfig(steps=steps, lr=lr, alpha=alpha, seed=seed))
     train_seconds = time.perf_counter() - started
+    config = student.config  # with a teacher, the teacher's sizes
     command = (f"tcl-tuned cost-model train --data {platform_dir} --out {out} --steps {steps} --lr {lr} --seed {seed} "
                f"--d-model {config.d_model} --d-state {config.d_state} --layers {config.n_layers} --version {version}"
+               + (f" --teacher {teacher} --alpha {alpha}" if teacher is not None else "")
+               + (f" --fraction {fraction}" if fraction < 1.0 else "")
                + "".join(f" --also-eval {path}" for path in also_eval))
     card = {
         "version": version, "command": command,
         "platform": Path(platform_dir).name,
         "train_models": [p.name for p in split["train"]], "eval_models": [p.name for p in split["eval"]],
-        "train_records": sum(t.size for t in train_tasks), "eval_records": sum(t.size for t in eval_tasks),
+        "train_records": sum(t.size for t in labelled), "eval_records": sum(t.size for t in eval_tasks),
+        "pool_records": sum(t.size for t in train_tasks), "fraction": fraction,
+        "teacher": str(teacher) if teacher is not None else None,
         "train_tasks": len(train_tasks), "eval_tasks": len(eval_tasks),
         "parameters": parameter_count(student), "config": student.config.__dict__,
         "steps": steps, "lr": lr, "seed": seed, "train_seconds": round(train_seconds, 1),
@@ -121,7 +143,10 @@ def model_card_markdown(card: dict) -> str:
         "trained with LambdaRank within each task. Higher score = predicted faster; only the order "
         "within one task means anything.", "",
         f"- Data: `{card['platform']}`, trained on {', '.join(card['train_models'])} ({card['train_records']} "
-        f"records, {card['train_tasks']} tasks); held out: {', '.join(card['eval_models'])} ({card['eval_records']} "
+        f"records, {card['train_tasks']} tasks)"
+        + (f", the RDU sampler's {card['fraction']:.0%} of {card['pool_records']} records" if card.get("fraction", 1) < 1 else "")
+        + (f", distilled from `{card['teacher']}`" if card.get("teacher") else "")
+        + f"; held out: {', '.join(card['eval_models'])} ({card['eval_records']} "
         f"records, {card['eval_tasks']} tasks). Dataset card: `data/{card['platform']}/card.md`.",
         f"- Size: {card['parameters']} parameters; config `{json.dumps(card['config'])}`.",
         f"- Training: {card['steps']} Adam steps (lr {card['lr']}, seed {card['seed']}), "

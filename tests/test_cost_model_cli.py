@@ -129,6 +129,18 @@ def test_train_writes_a_student_and_its_card(measured_db, tmp_path):
     assert report["model"] == str(out)
 
 
+def test_train_bootstraps_from_a_teacher_on_an_rdu_fraction(measured_db, tmp_path, other_student):
+    out = tmp_path / "student.pt"
+    result = _run("train", "--data", str(measured_db.parent), "--out", str(out), "--steps", "5",
+                  "--teacher", str(other_student), "--fraction", "0.5")
+    assert result.returncode == 0, result.stderr
+    card = json.loads(out.with_suffix(".json").read_text())
+    assert card["teacher"] == str(other_student) and card["fraction"] == 0.5
+    assert card["train_records"] < card["pool_records"]  # half of each task's candidates labelled
+    assert card["config"]["d_model"] == 16  # the teacher's size, not the default: the student is its copy
+    assert "--teacher" in card["command"] and "distilled from" in out.with_suffix(".md").read_text()
+
+
 def test_train_without_a_card_fails_cleanly(tmp_path):
     result = _run("train", "--data", str(tmp_path), "--out", str(tmp_path / "s.pt"))
     assert result.returncode == 1 and "card.json" in result.stderr and "Traceback" not in result.stderr
