@@ -124,35 +124,40 @@ def transfer(args) -> dict:
     steps_out = []
     first_train = data[names[0]][0]
     base, _ = distil_student(None, first_train, config=DistillConfig(steps=args.steps, seed=args.seed))
-    models = {"distil": base, "finetune": base, "scratch": base}
+    models = {method: base for method in ("distil", "finetune", "scratch") if method in args.methods}
     multi = MultiHead(base.config)
     multi.trunk.load_state_dict(base.state_dict())
     multi.add_head()
     multi.heads[0].load_state_dict(base.head.state_dict())
     seen = [first_train]
-    steps_out.append(_score_step(names[0], names, data, {**models, "multitask": multi}, 1, records=sum(t.size for t in first_train)))
+    extra = {"multitask": multi} if "multitask" in args.methods else {}
+    steps_out.append(_score_step(names[0], names, data, {**models, **extra}, 1, records=sum(t.size for t in first_train)))
     for index, name in enumerate(names[1:], start=1):
         train_all = data[name][0]
         started = time.perf_counter()
         picks = select_subset(train_all, args.fraction, method="rdu", student=models["distil"], seed=args.seed)
         pick_seconds = time.perf_counter() - started
         config = DistillConfig(steps=args.steps, seed=args.seed, alpha=args.alpha)
-        models = {
-            "distil": distil_student(models["distil"], picks, pool=train_all, config=config)[0],
-            "finetune": distil_student(models["finetune"], picks, config=DistillConfig(
+        train = {
+            "distil": lambda: distil_student(models["distil"], picks, pool=train_all, config=config)[0],
+            "finetune": lambda: distil_student(models["finetune"], picks, config=DistillConfig(
                 steps=args.steps, seed=args.seed, alpha=0.0))[0],
-            "scratch": distil_student(None, picks, config=DistillConfig(steps=args.steps, seed=args.seed))[0],
+            "scratch": lambda: distil_student(None, picks, config=DistillConfig(steps=args.steps, seed=args.seed))[0],
         }
+        models = {method: make() for method, make in train.items() if method in args.methods}
         if args.save_students:
             args.save_students.mkdir(parents=True, exist_ok=True)
-            for method in ("distil", "finetune", "scratch"):
-                save_student(models[method], args.save_students / f"{index + 1}-{name}-{method}.pt")
+            for method, model in models.items():
+                save_student(model, args.save_students / f"{index + 1}-{name}-{method}.pt")
         multi.add_head()
         seen.append(picks)
-        _train_multitask(multi, seen, args.steps * len(seen), args.seed)
-        steps_out.append(_score_step(name, names, data, {**models, "multitask": multi}, index + 1,
+        if "multitask" in args.methods:
+            _train_multitask(multi, seen, args.steps * len(seen), args.seed)
+        extra = {"multitask": multi} if "multitask" in args.methods else {}
+        steps_out.append(_score_step(name, names, data, {**models, **extra}, index + 1,
                                      records=sum(t.size for t in picks), pick_seconds=round(pick_seconds, 1)))
     return {"sequence": names, "fraction": args.fraction, "steps": args.steps, "alpha": args.alpha,
+            "methods": args.methods,
             "parameters": {"student": parameter_count(base), "multitask": parameter_count(multi)}, "steps_out": steps_out}
 
 
@@ -216,6 +221,7 @@ def main() -> None:
     tra.add_argument("--seed", type=int, default=0)
     tra.add_argument("--alpha", type=float, default=1.0)
     tra.add_argument("--save-students", type=Path, default=None, help="write each step's students here")
+    tra.add_argument("--methods", nargs="+", default=["distil", "finetune", "scratch", "multitask"])
     for p in (eff, tra):
         p.add_argument("--steps", type=int, default=600)
         p.add_argument("--fraction", type=float, default=0.1)
