@@ -158,7 +158,9 @@ def transfer(args) -> dict:
                                      records=sum(t.size for t in picks), pick_seconds=round(pick_seconds, 1)))
     return {"sequence": names, "fraction": args.fraction, "steps": args.steps, "alpha": args.alpha,
             "methods": args.methods,
-            "parameters": {"student": parameter_count(base), "multitask": parameter_count(multi)}, "steps_out": steps_out}
+            "parameters": {"student": parameter_count(base),  # the trunk's own head is unused in multitask
+                           "multitask": parameter_count(multi) - parameter_count(multi.trunk.head)},
+            "steps_out": steps_out}
 
 
 def _score_step(name, names, data, models, heads, **extra) -> dict:
@@ -219,7 +221,7 @@ def main() -> None:
     tra = sub.add_parser("transfer")
     tra.add_argument("--sequence", type=Path, nargs="+", required=True)
     tra.add_argument("--seed", type=int, default=0)
-    tra.add_argument("--alpha", type=float, default=1.0)
+    tra.add_argument("--alpha", type=float, default=0.1)
     tra.add_argument("--save-students", type=Path, default=None, help="write each step's students here")
     tra.add_argument("--methods", nargs="+", default=["distil", "finetune", "scratch", "multitask"])
     for p in (eff, tra):
@@ -234,10 +236,10 @@ def main() -> None:
     result["seconds"] = round(time.perf_counter() - started, 1)
     command = "python benchmarks/continual.py " + " ".join(sys.argv[1:])
     result["command"] = command
-    stem = RESULTS / (args.results or f"continual_{args.mode}")
-    stem.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(_markdown(args.mode, result, command))
-    print(stem.with_suffix(".md").read_text())
+    stem = args.results or f"continual_{args.mode}"  # may hold dots ("alpha0.1"): no with_suffix
+    (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / f"{stem}.md").write_text(_markdown(args.mode, result, command))
+    print((RESULTS / f"{stem}.md").read_text())
 
 
 if __name__ == "__main__":

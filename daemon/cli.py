@@ -246,7 +246,7 @@ def cost_model_train(
                                            help="start from this student and distil towards it (a new platform)"),
     fraction: float = typer.Option(1.0, "--fraction", min=0.01, max=1.0,
                                    help="label only this share of each task's candidates, picked by the RDU sampler"),
-    alpha: float = typer.Option(1.0, "--alpha", min=0.0, help="weight of the distillation term (with --teacher)"),
+    alpha: float = typer.Option(0.1, "--alpha", min=0.0, help="weight of the distillation term (with --teacher)"),
 ) -> None:
     """Train a student on the card's train split; evaluate it on train and held-out (eval) splits.
 

@@ -38,7 +38,7 @@ class DistillSettings(BaseModel):
     min_new_records: int = Field(256, ge=1, description="new measurements of a platform that start a round")
     steps: int = Field(300, ge=1, description="training steps per round")
     lr: float = Field(1e-3, gt=0, description="Adam learning rate")
-    alpha: float = Field(1.0, ge=0, description="weight of the distillation term (0: plain fine-tuning)")
+    alpha: float = Field(0.1, ge=0, description="weight of the distillation term (0: plain fine-tuning)")
     tolerance: float = Field(0.0, ge=0, description="promote if validation top-1 >= incumbent's - tolerance")
 
 

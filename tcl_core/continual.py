@@ -41,7 +41,7 @@ class RoundSettings:
 
     steps: int = 300
     lr: float = 1e-3
-    alpha: float = 1.0              # distillation weight (tcl_core.distill.DistillConfig)
+    alpha: float = 0.1              # distillation weight (tcl_core.distill.DistillConfig)
     tolerance: float = 0.0          # promote if candidate top-1 >= incumbent top-1 - tolerance
     validation_share: int = 5       # one task in this many is held out
     seed: int = 0

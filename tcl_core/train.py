@@ -70,7 +70,7 @@ def train_student(tasks: list[TaskRecords], *, steps: int, lr: float = 1e-3, see
 
 def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1e-3, seed: int = 0,
                      config: StudentConfig | None = None, version: int = 1, also_eval: tuple[Path, ...] = (),
-                     teacher: Path | None = None, fraction: float = 1.0, alpha: float = 1.0,
+                     teacher: Path | None = None, fraction: float = 1.0, alpha: float = 0.1,
                      log: Callable[[str], None] = print) -> dict:
     """Train on the platform's train split, evaluate on both splits, save the student and its card.
 
