@@ -96,7 +96,8 @@ def _alive(pid: int) -> bool:
 def test_daemon_process_never_imports_tvm():
     code = (
         "import sys, daemon.main, daemon.cli, daemon.worker;"
-        "bad = sorted(m for m in sys.modules if m == 'tvm' or m.startswith(('tvm.', 'tcl_core', 'deploy.pipeline')));"
+        "bad = sorted(m for m in sys.modules if m in ('tvm', 'torch') or m.startswith(('tvm.', 'torch.',"
+        " 'tcl_core.tvm_api', 'deploy.pipeline')));"
         "print(bad); sys.exit(1 if bad else 0)"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
