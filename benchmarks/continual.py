@@ -39,7 +39,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tcl_core.distill import DistillConfig, distil_student  # noqa: E402
 from tcl_core.evaluate import evaluate, open_student  # noqa: E402
-from tcl_core.features import TRACE_FEATURE_DIM  # noqa: E402
 from tcl_core.rdu import select_subset  # noqa: E402
 from tcl_core.student import Student, StudentConfig, parameter_count, save_student, train_steps  # noqa: E402
 from tcl_core.train import load_split, split_databases, to_groups  # noqa: E402
