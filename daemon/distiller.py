@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from daemon.queue import one_line
-from daemon.worker import exit_reason
+from daemon.worker import exit_reason, signal_group
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +94,10 @@ class Distiller:
             return
         _, process, _ = self._running
         if process.is_alive():
-            _signal_group(process, signal.SIGTERM)
+            signal_group(process, signal.SIGTERM)
             process.join(grace_seconds)
             if process.is_alive():
-                _signal_group(process, signal.SIGKILL)
+                signal_group(process, signal.SIGKILL)
         self._finish()
 
     def _receive(self, conn: Connection) -> None:
@@ -118,10 +118,3 @@ class Distiller:
         conn.close()
         process.close()
         self._running = None
-
-
-def _signal_group(process, sig: signal.Signals) -> None:
-    try:
-        os.killpg(process.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        process.kill() if sig == signal.SIGKILL else process.terminate()

@@ -109,6 +109,18 @@ def exit_reason(exitcode: int) -> str:
     return "worker exited without reporting a result"
 
 
+def signal_group(process: multiprocessing.process.BaseProcess, sig: signal.Signals) -> None:
+    """Send `sig` to the child's process group (it and the TVM helpers it started)."""
+    try:
+        os.killpg(process.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        # Not (yet) a group leader: signal the child alone.
+        if sig == signal.SIGKILL:
+            process.kill()
+        else:
+            process.terminate()
+
+
 @dataclass
 class _Running:
     job_id: int
@@ -196,14 +208,7 @@ class Worker:
         return progress
 
     def _kill_group(self, running: _Running, sig: signal.Signals) -> None:
-        try:
-            os.killpg(running.process.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            # Not (yet) a group leader: signal the child alone.
-            if sig == signal.SIGKILL:
-                running.process.kill()
-            else:
-                running.process.terminate()
+        signal_group(running.process, sig)
 
     def _finish(self, running: _Running) -> None:
         running.process.join(5)
