@@ -347,21 +347,26 @@ def status_command(
     Console().print(render_status(status, stale_after_seconds=stale_after))
 
 
-def _state_dir_from(config: Path | None, state_dir: Path | None) -> Path:
-    """--state-dir, else the config's state_dir (--config, else /etc/tcl-tuned/config.toml if present), else `tune`'s default."""
+def _state_from(config: Path | None, state_dir: Path | None):
+    """(state dir, the config it came from or None).
+
+    --state-dir (no config), else --config, else /etc/tcl-tuned/config.toml if present, else
+    `tune`'s default state dir (no config).
+    """
     from daemon.config import ConfigError, load_config
 
     if config is not None and state_dir is not None:
         _fail("give --config or --state-dir, not both")
     if state_dir is not None:
-        return state_dir
+        return state_dir, None
     if config is None and not DEFAULT_CONFIG.is_file():
-        return _default_state_dir()
+        return _default_state_dir(), None
     try:
-        return load_config(config or DEFAULT_CONFIG).state_dir
+        cfg = load_config(config or DEFAULT_CONFIG)
     except ConfigError as err:
         typer.echo(f"tcl-tuned: {err}", err=True)
         raise typer.Exit(2) from None
+    return cfg.state_dir, cfg
 
 
 @app.command("platforms")
@@ -374,7 +379,8 @@ def platforms_command(
     from daemon.platforms import summarise_all
     from daemon.status_table import render_platforms
 
-    entries = summarise_all(_state_dir_from(config, state_dir), include_shipped=True)
+    root, _ = _state_from(config, state_dir)
+    entries = summarise_all(root, include_shipped=True)
     if as_json:
         typer.echo(json.dumps([entry.model_dump() for entry in entries], indent=2))
     else:
@@ -391,18 +397,17 @@ def distill_command(
     """Run one distillation round for PLATFORM by hand: distil, validate, promote if not worse; print the result."""
     from dataclasses import asdict
 
-    from daemon.config import DistillSettings, load_config
+    from daemon.config import DistillSettings
     from deploy.layout import database_dir
-    from tcl_core.continual import RoundSettings, run_round
+    from tcl_core.continual import run_round
 
-    root = _state_dir_from(config, state_dir)
-    settings = load_config(config).distill if config is not None else DistillSettings()
+    root, cfg = _state_from(config, state_dir)
+    settings = cfg.distill if cfg is not None else DistillSettings()
     database = database_dir(root, platform)
     if not database.is_dir():
         _fail(f"no tuning database for platform {platform!r} under {root} (see `tcl-tuned platforms`)")
-    result = run_round(platform, database, root, RoundSettings(
-        steps=steps or settings.steps, lr=settings.lr, alpha=settings.alpha, tolerance=settings.tolerance),
-        log=lambda line: typer.echo(line, err=True))
+    result = run_round(platform, database, root, settings.round_settings(steps=steps),
+                       log=lambda line: typer.echo(line, err=True))
     typer.echo(json.dumps(asdict(result), indent=2))
     if result.decision == "skipped":
         raise typer.Exit(1)

@@ -20,6 +20,7 @@ from pydantic_settings import (
 )
 
 from deploy.options import TuningOptions
+from tcl_core.continual import RoundSettings
 
 ENV_PREFIX = "TCL_TUNED_"
 DEFAULT_STATE_DIR = Path("/var/lib/tcl-tuned")  # systemd's StateDirectory=tcl-tuned
@@ -40,6 +41,10 @@ class DistillSettings(BaseModel):
     lr: float = Field(1e-3, gt=0, description="Adam learning rate")
     alpha: float = Field(0.1, ge=0, description="weight of the distillation term (0: plain fine-tuning)")
     tolerance: float = Field(0.0, ge=0, description="promote if validation top-1 >= incumbent's - tolerance")
+
+    def round_settings(self, *, steps: int | None = None) -> RoundSettings:
+        """What one round (tcl_core.continual.run_round) trains with; `steps` overrides the table's."""
+        return RoundSettings(steps=steps or self.steps, lr=self.lr, alpha=self.alpha, tolerance=self.tolerance)
 
 
 class DaemonConfig(BaseSettings):

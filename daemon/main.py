@@ -29,7 +29,7 @@ from daemon.status import DaemonInfo, DaemonState, ModelEntry, StatusFile, write
 from daemon.watcher import Watcher
 from daemon.worker import Failed, JobSpec, Succeeded, Worker
 from deploy.options import Progress
-from tcl_core.continual import RoundSettings, record_failure
+from tcl_core.continual import record_failure
 
 log = logging.getLogger(__name__)
 
@@ -256,8 +256,7 @@ class Daemon:
             if entry.records_since_round < settings.min_new_records:
                 continue
             spec = RoundSpec(entry.name, database_dir(self.config.state_dir, entry.name), self.config.state_dir,
-                             RoundSettings(steps=settings.steps, lr=settings.lr, alpha=settings.alpha,
-                                           tolerance=settings.tolerance))
+                             settings.round_settings())
             try:
                 self.distiller.start(spec)
             except OSError as err:
