@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from deploy.layout import database_dir
 from tcl_core.continual import last_round, record_count
-from tcl_core.students import CARD_FILE, SHIPPED_ROOT, STUDENT_FILE, find_student
+from tcl_core.students import CARD_FILE, STUDENT_FILE, find_student, student_roots
 
 
 class LastRound(BaseModel):
@@ -43,9 +43,8 @@ class PlatformEntry(BaseModel):
 def platform_names(state_dir: Path, *, include_shipped: bool = False) -> list[str]:
     """Platforms with a database or a distilled student under state_dir (and shipped students)."""
     names = {p.name for p in (Path(state_dir) / "databases").glob("*") if p.is_dir()}
-    names |= {p.parent.name for p in (Path(state_dir) / "students").glob(f"*/{STUDENT_FILE}")}
-    if include_shipped:
-        names |= {p.parent.name for p in SHIPPED_ROOT.glob(f"*/{STUDENT_FILE}")}
+    names |= {p.parent.name for root, shipped in student_roots(state_dir) if include_shipped or not shipped
+              for p in root.glob(f"*/{STUDENT_FILE}")}
     return sorted(names)
 
 

@@ -124,7 +124,7 @@ def run_round(platform: str, database_dir: Path, state_dir: Path, settings: Roun
     candidate_top1 = evaluate(candidate, validation)["top1"]
     incumbent_top1 = evaluate(incumbent, validation)["top1"]
     promote = candidate_top1 >= incumbent_top1 - settings.tolerance
-    version = _next_version(state_dir, platform, teacher_ref if current is not None else None)
+    version = _next_version(state_dir, platform, current)
     folder = versions_dir(state_dir, platform) / f"v{version}"
     staging = folder.with_name(f".v{version}.tmp")
     staging.mkdir(parents=True, exist_ok=True)

@@ -21,10 +21,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tcl_core.features import TRACE_FEATURE_DIM, pad_batch
+from tcl_core.features import pad_batch
 from tcl_core.records import TaskRecords
 from tcl_core.student import Student, StudentConfig, predict, train_steps
-from tcl_core.train import to_groups
+from tcl_core.train import to_groups, train_student
 
 __all__ = ["DistillConfig", "distillation_loss", "distil_student"]
 
@@ -62,14 +62,13 @@ def distil_student(
     features the distillation term reads (defaults to `labelled`; their run times are unused).
     teacher None: a fresh student (`student_config`, default the standard one) from scratch.
     """
-    torch.manual_seed(config.seed)
     if teacher is None:
-        student = Student(student_config or StudentConfig(feature_dim=TRACE_FEATURE_DIM))
-    else:
-        student = copy.deepcopy(teacher)
+        return train_student(labelled, steps=config.steps, lr=config.lr, seed=config.seed, config=student_config)
+    torch.manual_seed(config.seed)
+    student = copy.deepcopy(teacher)
     groups = to_groups(labelled, student.config.max_len)
     extra = None
-    if teacher is not None and config.alpha > 0:
+    if config.alpha > 0:
         targets = _teacher_targets(teacher, pool if pool is not None else labelled)
         rng = np.random.default_rng(config.seed)
 
