@@ -91,8 +91,8 @@ def main() -> None:
             )
             wall = time.perf_counter() - started
             database = root / "state" / "databases" / manifest.platform
-            best = _best_seconds_per_task(database)
             measurements = _measurement_order(database)
+            best = _best_seconds_per_task(measurements)
         row = {
             "model": model_name, "budget": budget, "cost_model": cost_model,
             "resolved_cost_model": manifest.cost_model, "student": manifest.student,
@@ -109,12 +109,16 @@ def main() -> None:
     (args.out / f"{args.results}.md").write_text(_markdown(results, args.results))
 
 
-def _best_seconds_per_task(database_dir: Path) -> dict[str, float]:
-    """Workload hash -> the fastest mean run time measured for it: what the search found, per task."""
-    from tcl_core.records import load_task_records
+def _best_seconds_per_task(measurements: list[tuple[str, float]]) -> dict[str, float]:
+    """Workload hash -> the fastest mean run time measured for it: what the search found, per task.
 
-    tasks = load_task_records(database_dir, featurise=lambda trace: np.zeros((1, 1), dtype=np.float32))
-    return {t.workload_hash: float(np.min(t.run_seconds)) for t in tasks if np.isfinite(t.run_seconds).any()}
+    Tasks whose every measurement failed are left out.
+    """
+    best: dict[str, float] = {}
+    for workload, seconds in measurements:
+        if np.isfinite(seconds):
+            best[workload] = min(seconds, best.get(workload, np.inf))
+    return best
 
 
 def _measurement_order(database_dir: Path) -> list[tuple[str, float]]:
