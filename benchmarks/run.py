@@ -52,7 +52,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budgets", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--models", nargs="+", default=list(MODELS))
-    parser.add_argument("--cost-models", nargs="+", default=["xgb"], help="auto, tcl, xgb, random")
+    parser.add_argument("--cost-models", nargs="+", default=["xgb"],
+                        help="auto, tcl, xgb, random, or tcl-rdu: tcl with --rdu-fraction of each batch picked by RDU")
+    parser.add_argument("--rdu-fraction", type=float, default=0.25, help="for tcl-rdu")
     parser.add_argument("--trials-per-iter", type=int, default=16)
     parser.add_argument("--results", default="pipeline", help="file stem under --out")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
@@ -83,11 +85,13 @@ def main() -> None:
                 if progress.stage == "tuning":
                     timeline.append((round(time.perf_counter() - started, 2), progress.trials_done))
 
+            uses_student = cost_model in ("tcl", "tcl-rdu")
             manifest = run_pipeline(
                 model_path, output_dir=root / "out", state_dir=root / "state", on_progress=on_progress,
-                options=TuningOptions(trials=budget, cost_model=cost_model, timing_repeats=50,
-                                      trials_per_iter=args.trials_per_iter, target=args.target,
-                                      student=args.student if cost_model == "tcl" else None),
+                options=TuningOptions(trials=budget, cost_model="tcl" if uses_student else cost_model,
+                                      timing_repeats=50, trials_per_iter=args.trials_per_iter, target=args.target,
+                                      student=args.student if uses_student else None,
+                                      rdu_fraction=args.rdu_fraction if cost_model == "tcl-rdu" else 0.0),
             )
             wall = time.perf_counter() - started
             database = root / "state" / "databases" / manifest.platform
@@ -97,6 +101,7 @@ def main() -> None:
             "model": model_name, "budget": budget, "cost_model": cost_model,
             "resolved_cost_model": manifest.cost_model, "student": manifest.student,
             "trials_per_iter": args.trials_per_iter,
+            "rdu_fraction": args.rdu_fraction if cost_model == "tcl-rdu" else 0.0,
             "trials_measured": manifest.trials_measured, "tasks": manifest.tasks,
             "tuning_seconds": manifest.tuning_seconds, "pipeline_seconds": round(wall, 1),
             "latency_ms": manifest.latency_ms.model_dump(),

@@ -25,6 +25,8 @@ class TuningOptions(BaseModel):
     student: Path | None = Field(None, description="student file for \"tcl\"; None: the platform's stored one")
     trials_per_iter: int = Field(16, ge=1, description="candidates measured per search round")
     population: int = Field(512, ge=8, description="evolutionary-search population per round")
+    rdu_fraction: float = Field(0.0, ge=0, le=1, description=(
+        "share of each measured batch the RDU sampler picks among the search's proposals (\"tcl\" only)"))
     atol: float = Field(1e-4, ge=0, description="absolute tolerance against onnxruntime")
     rtol: float = Field(1e-3, ge=0, description="relative tolerance against onnxruntime")
     timing_repeats: int = Field(30, ge=1, description="timed runs per engine; the median is reported")

@@ -57,6 +57,7 @@ def run_pipeline(
         population=options.population, seed=options.seed,
         on_measured=lambda done: on_progress(Progress(stage="tuning", trials_done=done, trials_total=trials)),
         student_path=choice.student.path if choice.student else None,
+        rdu_fraction=options.rdu_fraction,
     ))
 
     on_progress(Progress(stage="building", trials_done=tuning.trials_measured, trials_total=trials))

@@ -36,6 +36,7 @@ def tune_module(
     seed: int,
     on_measured: Callable[[int], None],
     student_path: Path | None = None,
+    rdu_fraction: float = 0.0,
 ) -> TuningResult:
     """Tune every task of `lowered` that `database` has no full round of records for."""
     started = time.perf_counter()
@@ -57,6 +58,7 @@ def tune_module(
             seed=seed,
             on_measured=on_measured,
             student_path=student_path,
+            rdu_fraction=rdu_fraction,
         )
     return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh),
                         trials_measured=measured, seconds=time.perf_counter() - started)

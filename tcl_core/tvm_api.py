@@ -176,17 +176,26 @@ def tune_tasks(
     seed: int,
     on_measured: ProgressCallback,
     student_path: Path | None = None,
+    rdu_fraction: float = 0.0,
 ) -> int:
     """Tune `tasks` with MetaSchedule into `database`; returns how many candidates were measured.
 
     `population` sizes the evolutionary search: TVM's default 512 costs more search time than
-    measuring on small budgets (notes, item 12).
+    measuring on small budgets (notes, item 12). With "tcl" and `rdu_fraction` > 0, that share
+    of each measured batch is chosen by the RDU sampler among the search's proposals
+    (tcl_core.rdu_search); other cost models ignore it.
     """
     _reset_meta_schedule_logging()
+    model = make_cost_model(cost_model, student_path)
+    strategy = ms.search_strategy.EvolutionarySearch(population_size=population)
+    if cost_model == "tcl" and rdu_fraction > 0:
+        from tcl_core.rdu_search import RDUSearch  # imports torch; only when asked for
+
+        strategy = RDUSearch(strategy, model, fraction=rdu_fraction)
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         extracted_tasks=tasks,
         work_dir=str(work_dir),
-        strategy=ms.search_strategy.EvolutionarySearch(population_size=population),
+        strategy=strategy,
         seed=seed,
     )
     counter = _CountMeasured(on_measured)
@@ -200,7 +209,7 @@ def tune_tasks(
         builder=ms.builder.LocalBuilder(f_build=fast_build),
         runner=ms.runner.LocalRunner(),
         database=database,
-        cost_model=make_cost_model(cost_model, student_path),
+        cost_model=model,
         measure_callbacks=[*ms.MeasureCallback.create("default"), counter],
     )
     return counter.count
