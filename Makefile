@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := var
 
-.PHONY: run test benchmark clean-demo
+.PHONY: run test benchmark benchmark-quick clean-demo
 
 # The venv is rebuilt when pyproject.toml changes; the stamp records a finished install.
 $(VENV)/.installed: pyproject.toml
@@ -22,7 +22,10 @@ test: $(VENV)/.installed
 	$(BIN)/python -m pytest
 
 benchmark: $(VENV)/.installed
-	$(BIN)/python benchmarks/run.py
+	$(BIN)/python -m benchmarks run
+
+benchmark-quick: $(VENV)/.installed
+	$(BIN)/python -m benchmarks run --quick
 
 clean-demo:
 	rm -rf $(DEMO)

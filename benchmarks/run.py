@@ -20,40 +20,21 @@ import os
 import platform
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from deploy import examples  # noqa: E402
-from deploy.options import TuningOptions  # noqa: E402
-from deploy.pipeline import run_pipeline  # noqa: E402
-from tcl_core.zoo import ZOO, export_onnx  # noqa: E402
-
-
-def _zoo(name: str):
-    def build():
-        with tempfile.TemporaryDirectory() as scratch:
-            return onnx.load(str(export_onnx(ZOO[name], Path(scratch) / f"{name}.onnx")))
-    return build
-
-
-MODELS = {
-    "tiny_cnn": lambda: examples.tiny_cnn(batch=1),
-    "mlp_b8": lambda: examples.mlp(batch=8, width=512),
-    **{name: _zoo(name) for name, model in ZOO.items() if model.split == "eval"},
-}
+from benchmarks.harness import COST_MODELS, MODELS, tune_once  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budgets", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--models", nargs="+", default=list(MODELS))
-    parser.add_argument("--cost-models", nargs="+", default=["xgb"],
-                        help="auto, tcl, xgb, random, or tcl-rdu: tcl with --rdu-fraction of each batch picked by RDU")
+    parser.add_argument("--cost-models", nargs="+", default=["xgb"], choices=sorted(COST_MODELS),
+                        help="tcl-rdu: tcl with --rdu-fraction of each measured batch picked by the RDU sampler")
     parser.add_argument("--rdu-fraction", type=float, default=0.25, help="for tcl-rdu")
     parser.add_argument("--trials-per-iter", type=int, default=16)
     parser.add_argument("--results", default="pipeline", help="file stem under --out")
@@ -75,72 +56,13 @@ def main() -> None:
             print(f"skip {model_name} @ {budget} with {cost_model} (already in {results_path})")
             continue
         with tempfile.TemporaryDirectory(prefix="tcl-bench-") as scratch:
-            root = Path(scratch)
-            model_path = root / f"{model_name}.onnx"
-            onnx.save(MODELS[model_name](), str(model_path))
-            started = time.perf_counter()
-            timeline: list[tuple[float, int]] = []  # (seconds since start, trials measured)
-
-            def on_progress(progress, timeline=timeline, started=started):
-                if progress.stage == "tuning":
-                    timeline.append((round(time.perf_counter() - started, 2), progress.trials_done))
-
-            uses_student = cost_model in ("tcl", "tcl-rdu")
-            manifest = run_pipeline(
-                model_path, output_dir=root / "out", state_dir=root / "state", on_progress=on_progress,
-                options=TuningOptions(trials=budget, cost_model="tcl" if uses_student else cost_model,
-                                      timing_repeats=50, trials_per_iter=args.trials_per_iter, target=args.target,
-                                      student=args.student if uses_student else None,
-                                      rdu_fraction=args.rdu_fraction if cost_model == "tcl-rdu" else 0.0),
-            )
-            wall = time.perf_counter() - started
-            database = root / "state" / "databases" / manifest.platform
-            measurements = _measurement_order(database)
-            best = _best_seconds_per_task(measurements)
-        row = {
-            "model": model_name, "budget": budget, "cost_model": cost_model,
-            "resolved_cost_model": manifest.cost_model, "student": manifest.student,
-            "trials_per_iter": args.trials_per_iter,
-            "rdu_fraction": args.rdu_fraction if cost_model == "tcl-rdu" else 0.0,
-            "trials_measured": manifest.trials_measured, "tasks": manifest.tasks,
-            "tuning_seconds": manifest.tuning_seconds, "pipeline_seconds": round(wall, 1),
-            "latency_ms": manifest.latency_ms.model_dump(),
-            "max_abs_err": manifest.verification.max_abs_err, "target": manifest.target,
-            "best_seconds_per_task": best, "timeline": timeline, "measurements": measurements,
-        }
+            row = tune_once(model_name, Path(scratch), budget=budget, cost_model=cost_model,
+                            trials_per_iter=args.trials_per_iter, target=args.target, student=args.student,
+                            rdu_fraction=args.rdu_fraction)
         print(json.dumps(row))
         results["runs"].append(row)
         results_path.write_text(json.dumps(results, indent=2) + "\n")
     (args.out / f"{args.results}.md").write_text(_markdown(results, args.results))
-
-
-def _best_seconds_per_task(measurements: list[tuple[str, float]]) -> dict[str, float]:
-    """Workload hash -> the fastest mean run time measured for it: what the search found, per task.
-
-    Tasks whose every measurement failed are left out.
-    """
-    best: dict[str, float] = {}
-    for workload, seconds in measurements:
-        if np.isfinite(seconds):
-            best[workload] = min(seconds, best.get(workload, np.inf))
-    return best
-
-
-def _measurement_order(database_dir: Path) -> list[tuple[str, float]]:
-    """(workload hash, mean seconds) of every record in the order measured (inf: failed).
-
-    With `timeline` this gives best-so-far against trials and against seconds
-    (benchmarks/time_to_target.py).
-    """
-    from tcl_core.records import RECORD_FILE, WORKLOAD_FILE, mean_seconds
-
-    hashes = [json.loads(line)[0] for line in (database_dir / WORKLOAD_FILE).read_text().splitlines() if line]
-    order = []
-    for line in (database_dir / RECORD_FILE).read_text().splitlines():
-        if line:
-            index, record = json.loads(line)
-            order.append((str(hashes[index]), mean_seconds(record[1])))
-    return order
 
 
 def _per_task_ratios(results: dict) -> list[str]:

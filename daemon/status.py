@@ -79,7 +79,8 @@ def write_status(path: Path, status: StatusFile) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; `tcl-tuned status` may run as another user
+        # mkstemp makes 0600; `tcl-tuned status` runs as people in the daemon's group, nobody else reads it
+        os.chmod(tmp_name, 0o640)
         os.replace(tmp_name, path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 from onnx import external_data_helper
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from deploy.artifact import TensorInfo
 from deploy.errors import IntakeError
+from deploy.options import IntakeLimits
+
+_MIB = 1 << 20
 
 
 class Sidecar(BaseModel):
@@ -60,11 +65,24 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def load_model(path: Path) -> ModelSpec:
-    """Load, check and shape-resolve the ONNX model at `path` (see module docstring)."""
+def load_model(path: Path, *, limits: IntakeLimits = IntakeLimits()) -> ModelSpec:
+    """Load, check and shape-resolve the ONNX model at `path` (see module docstring).
+
+    Refused before parsing: symbolic links (the drop folder is no door to other files), empty
+    files and files over `limits.max_model_mb`. After resolving shapes: inputs that would not
+    fit in `limits.max_input_mb`.
+    """
     path = Path(path)
+    if path.is_symlink():
+        raise IntakeError(f"{path.name} is a symbolic link; copy the model itself into the watch folder")
     if not path.is_file():
         raise IntakeError(f"{path}: no such file")
+    size = path.stat().st_size
+    if size == 0:
+        raise IntakeError(f"{path.name} is empty (0 bytes); was the upload interrupted?")
+    if size > limits.max_model_mb * _MIB:
+        raise IntakeError(f"{path.name} is {size / _MIB:.0f} MiB, over the {limits.max_model_mb:g} MiB limit "
+                          "(tuning.limits.max_model_mb)")
     sha = sha256_of(path)
     try:
         model = onnx.load(str(path), load_external_data=False)
@@ -72,13 +90,14 @@ def load_model(path: Path) -> ModelSpec:
         raise IntakeError(f"{path.name} is not a readable ONNX file ({type(err).__name__}: {_first_line(err)})")
     if not model.graph.node:
         raise IntakeError(f"{path.name} has an empty graph (is it an ONNX model?)")
-    _load_external_data(model, path)
+    _load_external_data(model, path, budget_bytes=limits.max_model_mb * _MIB - size)
     try:
         onnx.checker.check_model(model)
     except (onnx.checker.ValidationError, ValueError) as err:
         raise IntakeError(f"{path.name} fails the ONNX checker: {_first_line(err)}")
     sidecar = _read_sidecar(path)
     inputs = _resolve_inputs(model, path, sidecar)
+    _check_input_sizes(inputs, path, limits)
     model = _with_fixed_input_shapes(model, inputs)
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
@@ -94,9 +113,20 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0][:300]
 
 
-def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
-    """Pull in external tensors, refusing any location outside the model's own folder."""
+def _check_input_sizes(inputs: tuple[TensorInfo, ...], path: Path, limits: IntakeLimits) -> None:
+    """Refuse inputs whose resolved shape would need more than `limits.max_input_mb` (a typo'd sidecar, a bomb)."""
+    for info in inputs:
+        nbytes = math.prod(info.shape) * np.dtype(info.dtype).itemsize
+        if nbytes > limits.max_input_mb * _MIB:
+            raise IntakeError(f"{path.name}: input {info.name!r} of shape {info.shape} would take "
+                              f"{nbytes / _MIB:.0f} MiB, over the {limits.max_input_mb:g} MiB limit "
+                              "(tuning.limits.max_input_mb)")
+
+
+def _load_external_data(model: onnx.ModelProto, path: Path, *, budget_bytes: float) -> None:
+    """Pull in external tensors, refusing locations outside the model's own folder and too much data."""
     base = path.parent.resolve()
+    total = 0
     for tensor in external_data_helper._get_all_tensors(model):
         if not external_data_helper.uses_external_data(tensor):
             continue
@@ -109,6 +139,10 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
             )
         if not target.is_file():
             raise IntakeError(f"{path.name}: external data file {info.location!r} for {tensor.name!r} is missing")
+        total += info.length if info.length else target.stat().st_size
+        if total > budget_bytes:
+            raise IntakeError(f"{path.name}: model and external data exceed the size limit "
+                              "(tuning.limits.max_model_mb)")
     try:
         external_data_helper.load_external_data_for_model(model, str(base))
     except Exception as err:

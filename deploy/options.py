@@ -14,6 +14,15 @@ CostModelName = Literal["auto", "tcl", "xgb", "random"]
 Stage = Literal["queued", "tuning", "building", "verifying", "done", "failed"]
 
 
+class IntakeLimits(BaseModel):
+    """What a dropped model may cost before anything is tuned (`[tuning.limits]`): refused beyond these."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_model_mb: float = Field(2048, gt=0, description="model file plus its external data, MiB")
+    max_input_mb: float = Field(1024, gt=0, description="any one input tensor at its resolved shape, MiB")
+
+
 class TuningOptions(BaseModel):
     """How one model is tuned, built and verified (the `[tuning]` table of the daemon config)."""
 
@@ -31,6 +40,7 @@ class TuningOptions(BaseModel):
     rtol: float = Field(1e-3, ge=0, description="relative tolerance against onnxruntime")
     timing_repeats: int = Field(30, ge=1, description="timed runs per engine; the median is reported")
     seed: int = 0
+    limits: IntakeLimits = Field(default_factory=IntakeLimits)
 
 
 class Progress(BaseModel):

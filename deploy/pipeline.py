@@ -36,7 +36,7 @@ def run_pipeline(
     cannot be imported, tuned, built or verified; nothing is written to `output_dir` then.
     The sidecar's `trials` and `target` override `options`.
     """
-    spec = intake.load_model(Path(model_path))
+    spec = intake.load_model(Path(model_path), limits=options.limits)
     trials = spec.sidecar.trials if spec.sidecar.trials is not None else options.trials
     target_dict = spec.sidecar.target or options.target or tvm_api.host_target_dict()
     name = artifact_name(spec.name, spec.sha256)

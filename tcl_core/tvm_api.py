@@ -26,7 +26,7 @@ from tvm.s_tir import meta_schedule as ms
 __all__ = [
     "TVM_VERSION", "tvm", "relax", "ms", "derived_object", "from_onnx",
     "make_target", "host_target_dict", "lower_for_tuning", "extract_tasks", "make_cost_model",
-    "open_database", "count_records", "structural_hash", "tune_tasks", "apply_database", "compile_module", "load_vm", "fast_build",
+    "open_database", "count_records", "structural_hash", "estimate_flops", "tune_tasks", "apply_database", "compile_module", "load_vm", "fast_build",
     "ProgressCallback",
 ]
 
@@ -125,6 +125,13 @@ def count_records(database: ms.Database, task_mod: tvm.IRModule, at_most: int = 
 def structural_hash(mod: tvm.IRModule) -> int:
     """The hash MetaSchedule uses to tell workloads apart (moved to tvm_ffi in 0.27)."""
     return int(tvm_ffi.structural_hash(mod))
+
+
+def estimate_flops(mod: tvm.IRModule) -> float:
+    """Floating-point operations of one run of a task's TIR (TVM's static estimate; 0 for pure data movement)."""
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    return float(estimate_tir_flops(mod))
 
 
 def open_database(work_dir: Path) -> ms.Database:

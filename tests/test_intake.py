@@ -11,6 +11,7 @@ from onnx import TensorProto, helper
 from deploy.errors import IntakeError
 from deploy.examples import tiny_cnn
 from deploy.intake import load_model, sha256_of
+from deploy.options import IntakeLimits
 from tests.models import corrupt_onnx, tiny_mlp_onnx
 
 
@@ -123,3 +124,74 @@ def test_input_without_shape_is_refused(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     with pytest.raises(IntakeError, match="shape"):
         load_model(path)
+
+
+def test_empty_file_is_refused(tmp_path):
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    with pytest.raises(IntakeError, match="is empty"):
+        load_model(tmp_path / "empty.onnx")
+
+
+def test_random_bytes_and_a_truncated_model_are_refused(tmp_path):
+    (tmp_path / "noise.onnx").write_bytes(bytes(range(256)) * 64)
+    real = tiny_mlp_onnx(tmp_path / "mlp.onnx").read_bytes()
+    (tmp_path / "cut.onnx").write_bytes(real[: len(real) // 2])
+    for name in ("noise.onnx", "cut.onnx"):
+        with pytest.raises(IntakeError, match="not a readable ONNX file|empty graph|checker"):
+            load_model(tmp_path / name)
+
+
+def test_a_protobuf_that_is_not_a_model_is_refused(tmp_path):
+    tensor = helper.make_tensor("t", TensorProto.FLOAT, [2], [1.0, 2.0])
+    (tmp_path / "tensor.onnx").write_bytes(tensor.SerializeToString())
+    with pytest.raises(IntakeError, match="empty graph|not a readable"):
+        load_model(tmp_path / "tensor.onnx")
+
+
+def test_symlink_in_the_drop_folder_is_refused(tmp_path):
+    elsewhere = tiny_mlp_onnx(tmp_path / "elsewhere.onnx")
+    watch = tmp_path / "watch"
+    watch.mkdir()
+    (watch / "link.onnx").symlink_to(elsewhere)
+    with pytest.raises(IntakeError, match="symbolic link"):
+        load_model(watch / "link.onnx")
+
+
+@pytest.mark.parametrize("location", ["/etc/passwd", "../../etc/passwd"])
+def test_external_data_at_absolute_or_escaping_paths_is_refused(tmp_path, location):
+    watch = tmp_path / "a" / "watch"
+    watch.mkdir(parents=True)
+    path = _model_with_external_weights(watch, location)
+    with pytest.raises(IntakeError, match="outside the model's folder"):
+        load_model(path)
+
+
+def test_missing_external_data_is_refused(tmp_path):
+    path = _model_with_external_weights(tmp_path, "weights.bin")
+    (tmp_path / "weights.bin").unlink()
+    with pytest.raises(IntakeError, match="missing"):
+        load_model(path)
+
+
+def test_model_over_the_size_limit_is_refused_before_parsing(tmp_path):
+    path = tiny_mlp_onnx(tmp_path / "mlp.onnx")
+    with pytest.raises(IntakeError, match="over the .* MiB limit"):
+        load_model(path, limits=IntakeLimits(max_model_mb=path.stat().st_size / 2 / (1 << 20)))
+    (tmp_path / "ext").mkdir()
+    external = _model_with_external_weights(tmp_path / "ext", "weights.bin")
+    with pytest.raises(IntakeError, match="exceed the size limit"):
+        load_model(external, limits=IntakeLimits(max_model_mb=(external.stat().st_size + 100) / (1 << 20)))
+
+
+def test_enormous_declared_input_is_refused(tmp_path):
+    path = tmp_path / "cnn.onnx"
+    onnx.save(tiny_cnn(batch="N"), str(path))
+    (tmp_path / "cnn.json").write_text(json.dumps({"inputs": {"x": [100000, 3, 32, 32]}}))  # 1.1 GiB of floats
+    with pytest.raises(IntakeError, match="would take 1172 MiB, over the 1024 MiB limit"):
+        load_model(path)
+
+
+def test_names_with_spaces_and_non_ascii_load(tmp_path):
+    path = tiny_mlp_onnx(tmp_path / "mein modell ü.onnx")
+    spec = load_model(path)
+    assert spec.name == "mein modell ü"

@@ -42,7 +42,7 @@ def test_round_trip_and_permissions(tmp_path):
     write_status(path, _status(3))
     assert read_status(path) == _status(3)
     assert json.loads(path.read_text())["schema_version"] == 1
-    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # `tcl-tuned status` may run as another user
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # the daemon's group reads it, others do not
     assert [p.name for p in path.parent.iterdir()] == ["status.json"]  # no temp files left behind
 
 

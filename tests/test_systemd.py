@@ -60,3 +60,17 @@ def test_sysusers_file_creates_the_service_user():
     lines = [line.split() for line in (REPO / "systemd" / "tcl-tuned.sysusers").read_text().splitlines()
              if line and not line.startswith("#")]
     assert lines and lines[0][:2] == ["u", "tcl-tuned"]
+
+
+def test_systemd_analyze_security_scores_the_unit_under_3():
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        if os.environ.get("CI"):
+            pytest.fail("systemd-analyze is missing in CI")
+        pytest.skip("systemd-analyze not installed")
+    result = subprocess.run([analyze, "security", "--offline=yes", "--threshold=30", str(UNIT)],
+                            capture_output=True, text=True, timeout=60)
+    line = next(line for line in result.stdout.splitlines() if "Overall exposure level" in line)
+    score = float(line.split(":")[1].split()[0])
+    assert score < 3.0, line
+    assert result.returncode == 0  # --threshold=30: exit status 0 means the score is at most 3.0

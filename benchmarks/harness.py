@@ -1,0 +1,109 @@
+"""One benchmark tuning run and what it records; shared by `python -m benchmarks run` and run.py.
+
+A run tunes one model from an empty database with one cost model and budget through the real
+pipeline (deploy.pipeline.run_pipeline), and keeps what the curves need: when the trial counter
+moved (`timeline`: seconds since start, trials measured) and every measurement in the order it
+was made (`measurements`: workload hash, mean seconds; inf for a failed candidate).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from pathlib import Path
+
+import onnx
+
+from deploy import examples
+from deploy.options import TuningOptions
+from deploy.pipeline import run_pipeline
+from tcl_core.zoo import ZOO, export_onnx
+
+__all__ = ["MODELS", "COST_MODELS", "tune_once", "measurement_order", "best_seconds_per_task"]
+
+
+def _zoo(name: str):
+    def build() -> onnx.ModelProto:
+        with tempfile.TemporaryDirectory() as scratch:
+            return onnx.load(str(export_onnx(ZOO[name], Path(scratch) / f"{name}.onnx")))
+    return build
+
+
+# The examples and the zoo's held-out models (no shipped student was trained on them).
+MODELS = {
+    "tiny_cnn": lambda: examples.tiny_cnn(batch=1),
+    "mlp_b8": lambda: examples.mlp(batch=8, width=512),
+    **{name: _zoo(name) for name, model in ZOO.items() if model.split == "eval"},
+}
+
+# Benchmark names -> (pipeline cost model, uses RDU inside the search). "tcl-rdu" is tcl with
+# part of every measured batch chosen by the RDU sampler (TuningOptions.rdu_fraction).
+COST_MODELS = {"auto": ("auto", False), "tcl": ("tcl", False), "tcl-rdu": ("tcl", True),
+               "xgb": ("xgb", False), "random": ("random", False)}
+
+
+def tune_once(
+    model_name: str, root: Path, *, budget: int, cost_model: str, trials_per_iter: int, population: int = 512,
+    seed: int = 0,
+    target: dict | None = None, student: Path | None = None, rdu_fraction: float = 0.25,
+    timing_repeats: int = 50,
+) -> dict:
+    """Tune `model_name` under `root` (its artifact stays in root/out) and return the run's record."""
+    if cost_model not in COST_MODELS:
+        raise ValueError(f"unknown cost model {cost_model!r}; expected one of {sorted(COST_MODELS)}")
+    pipeline_cost_model, with_rdu = COST_MODELS[cost_model]
+    model_path = root / f"{model_name}.onnx"
+    onnx.save(MODELS[model_name](), str(model_path))
+    started = time.perf_counter()
+    timeline: list[tuple[float, int]] = []  # (seconds since start, trials measured)
+
+    def on_progress(progress) -> None:
+        if progress.stage == "tuning":
+            timeline.append((round(time.perf_counter() - started, 2), progress.trials_done))
+
+    uses_student = pipeline_cost_model == "tcl"
+    manifest = run_pipeline(
+        model_path, output_dir=root / "out", state_dir=root / "state", on_progress=on_progress,
+        options=TuningOptions(trials=budget, cost_model=pipeline_cost_model, timing_repeats=timing_repeats,
+                              trials_per_iter=trials_per_iter, population=population, target=target, seed=seed,
+                              student=student if uses_student else None,
+                              rdu_fraction=rdu_fraction if with_rdu else 0.0),
+    )
+    wall = time.perf_counter() - started
+    measurements = measurement_order(root / "state" / "databases" / manifest.platform)
+    return {
+        "model": model_name, "budget": budget, "cost_model": cost_model,
+        "resolved_cost_model": manifest.cost_model, "student": manifest.student,
+        "trials_per_iter": trials_per_iter, "population": population, "rdu_fraction": rdu_fraction if with_rdu else 0.0, "seed": seed,
+        "trials_measured": manifest.trials_measured, "tasks": manifest.tasks,
+        "tuning_seconds": manifest.tuning_seconds, "pipeline_seconds": round(wall, 1),
+        "latency_ms": manifest.latency_ms.model_dump(), "platform": manifest.platform,
+        "max_abs_err": manifest.verification.max_abs_err, "target": manifest.target,
+        "artifact_dir": manifest.artifact_dir,
+        "best_seconds_per_task": best_seconds_per_task(measurements), "timeline": timeline,
+        "measurements": measurements,
+    }
+
+
+def best_seconds_per_task(measurements: list[tuple[str, float]]) -> dict[str, float]:
+    """Workload hash -> the fastest mean run time measured for it; tasks that only failed are left out."""
+    best: dict[str, float] = {}
+    for workload, seconds in measurements:
+        if math.isfinite(seconds):
+            best[workload] = min(seconds, best.get(workload, math.inf))
+    return best
+
+
+def measurement_order(database_dir: Path) -> list[tuple[str, float]]:
+    """(workload hash, mean seconds) of every record in the order measured (inf: failed)."""
+    from tcl_core.records import RECORD_FILE, WORKLOAD_FILE, mean_seconds
+
+    hashes = [json.loads(line)[0] for line in (database_dir / WORKLOAD_FILE).read_text().splitlines() if line]
+    order = []
+    for line in (database_dir / RECORD_FILE).read_text().splitlines():
+        if line:
+            index, record = json.loads(line)
+            order.append((str(hashes[index]), mean_seconds(record[1])))
+    return order

@@ -1,0 +1,233 @@
+"""The benchmark suite: tuning speed and final latency per cost model, onnxruntime, and the machine's peak.
+
+    .venv/bin/python -m benchmarks run [--quick] [--models ...] [--budget N] [--cost-models tcl xgb random]
+
+For each model, the same tasks are tuned from an empty database with the same seed and budget
+by every cost model, one after the other (so no run shares records or cores with another).
+Each run records best-so-far against trials and wall-clock seconds (benchmarks/harness.py).
+When a model's runs are done, its libraries, onnxruntime (default threads, and each thread
+count up to the core count) are timed side by side in this process on the same inputs.
+The machine's peak is a large single-precision GEMM in PyTorch on all cores; matmul and
+convolution kernels are reported as a share of it.
+
+Results go to `<out>/<date>-<platform>[-quick].json` as each run finishes (a rerun with the
+same stem resumes: finished runs are kept, an interrupted model's runs are redone), then
+`.md`, `-curves.png` and `-latency.png` beside it (benchmarks/report.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import platform as host
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.harness import MODELS, tune_once
+
+__all__ = ["SuiteConfig", "QUICK", "FULL", "run_suite", "measure_peak_gflops", "task_table"]
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    """What one suite run tunes, and how."""
+
+    models: tuple[str, ...]
+    budget: int                 # measured candidates per (model, cost model)
+    trials_per_iter: int        # candidates per search round
+    population: int = 512       # evolutionary-search population (the daemon's default)
+    cost_models: tuple[str, ...] = ("tcl", "xgb", "random")
+    seed: int = 0
+    timing_repeats: int = 50    # samples per latency; the median is reported
+    baseline: str = "xgb"       # the cost model whose final latency is the target
+    target: dict | None = field(default=None)  # TVM target dict; None: this host
+
+
+# Quick: the two example models at 32 trials (one or two search rounds of 8 per task); under 15 min on 2 cores.
+QUICK = SuiteConfig(models=("tiny_cnn", "mlp_b8"), budget=32, trials_per_iter=8, population=256)
+# Full: the held-out zoo models too (16 and 30+ tasks); about an hour on 2 cores (README).
+FULL = SuiteConfig(models=("tiny_cnn", "mlp_b8", "vit_block", "mobilenet_v2"), budget=256, trials_per_iter=8)
+
+
+def measure_peak_gflops(threads: int, *, size: int = 2048, repeats: int = 5) -> float:
+    """Single-precision GEMM GFLOP/s in PyTorch on `threads` threads: the best of `repeats` timings."""
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a, b = torch.randn(size, size), torch.randn(size, size)
+        torch.mm(a, b)  # warm-up: thread pool, page faults
+        best = math.inf
+        for _ in range(repeats):
+            started = time.perf_counter()
+            torch.mm(a, b)
+            best = min(best, time.perf_counter() - started)
+    finally:
+        torch.set_num_threads(previous)
+    return 2.0 * size**3 / best / 1e9
+
+
+def task_table(model_name: str, target_dict: dict) -> list[dict]:
+    """The model's tuning tasks: name, weight (occurrences), structural hash (the database key), FLOPs."""
+    from tcl_core import tvm_api
+
+    target = tvm_api.make_target(target_dict)
+    lowered = tvm_api.lower_for_tuning(tvm_api.from_onnx(MODELS[model_name]()), target)
+    return [{"name": task.task_name, "weight": int(task.weight),
+             "structural_hash": str(tvm_api.structural_hash(task.dispatched[0])),
+             "flops": float(tvm_api.estimate_flops(task.dispatched[0]))}
+            for task in tvm_api.extract_tasks(lowered, target)]
+
+
+def _onnx_inputs(session, seed: int) -> dict[str, np.ndarray]:
+    """Seeded inputs for an onnxruntime session's (static-shaped, float) inputs."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for info in session.get_inputs():
+        if info.type != "tensor(float)" or not all(isinstance(d, int) for d in info.shape):
+            raise ValueError(f"input {info.name}: the suite handles static float inputs, got {info.type} {info.shape}")
+        feeds[info.name] = rng.standard_normal(info.shape).astype(np.float32)
+    return feeds
+
+
+def measure_deployed(model_name: str, libraries: dict[str, Path], *, repeats: int, seed: int) -> dict:
+    """Median ms of each cost model's library and of onnxruntime at default and each thread count."""
+    import onnxruntime
+
+    from deploy import verify
+    from tcl_core import tvm_api
+
+    model_bytes = MODELS[model_name]().SerializeToString()
+    out: dict = {"tvm": {}, "onnxruntime": {}}
+    feeds = None
+    for threads in [0, *range(1, (os.cpu_count() or 1) + 1)]:  # 0: onnxruntime's default
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        options.intra_op_num_threads = threads
+        session = onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+        feeds = feeds or _onnx_inputs(session, seed)
+        key = "default" if threads == 0 else f"{threads}_threads"
+        out["onnxruntime"][key] = round(verify.median_ms(lambda s=session: s.run(None, feeds), repeats), 4)
+    arrays = list(feeds.values())
+    for cost_model, library in libraries.items():
+        call = verify.tvm_call(tvm_api.load_vm(library), arrays)
+        out["tvm"][cost_model] = round(verify.median_ms(call, repeats), 4)
+    best_key = min((k for k in out["onnxruntime"] if k != "default"), key=out["onnxruntime"].get)
+    out["onnxruntime_best"] = {"setting": best_key, "ms": out["onnxruntime"][best_key]}
+    return out
+
+
+def _machine() -> dict:
+    from tcl_core.platform import cpu_model_name
+
+    return {"cpu": cpu_model_name(), "cores": os.cpu_count(), "python": host.python_version()}
+
+
+def default_stem(quick: bool, target: dict | None) -> str:
+    """`<date>-<platform>[-quick]`, the file stem of a suite's results."""
+    from tcl_core import tvm_api
+    from tcl_core.platform import platform_name
+
+    platform = platform_name(target or tvm_api.host_target_dict(), tvm_api.TVM_VERSION)
+    return f"{dt.date.today().isoformat()}-{platform}" + ("-quick" if quick else "")
+
+
+def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, log: Log = print) -> dict:
+    """Run (or resume) the suite; results in `out_dir/<stem>.json`. Returns the results."""
+    from tcl_core import tvm_api
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{stem}.json"
+    results = json.loads(path.read_text()) if path.exists() else {"runs": [], "models": {}}
+    results.update(command=command, config=asdict(config), machine=_machine())
+    target_dict = config.target or tvm_api.host_target_dict()
+    started = time.perf_counter()
+
+    def save() -> None:
+        results["seconds"] = round(results.get("seconds_before", 0.0) + time.perf_counter() - started, 1)
+        path.write_text(json.dumps(results, indent=2) + "\n")
+
+    results["seconds_before"] = results.get("seconds", 0.0)
+    if "peak_gflops" not in results:
+        results["peak_gflops"] = round(measure_peak_gflops(os.cpu_count() or 1), 1)
+        log(f"peak: {results['peak_gflops']} GFLOP/s (fp32 GEMM, {os.cpu_count()} threads)")
+        save()
+    work = out_dir / ".work" / stem
+    for model_name in config.models:
+        entry = results["models"].setdefault(model_name, {})
+        if "deployed" in entry:
+            log(f"skip {model_name} (in {path})")
+            continue
+        # A model's libraries live only in its work folder; runs whose folder is gone are redone.
+        model_work = work / model_name
+        results["runs"] = [r for r in results["runs"] if r["model"] != model_name
+                           or Path(r["artifact_dir"], "model.so").exists()]
+        entry.setdefault("tasks", task_table(model_name, target_dict))
+        for cost_model in config.cost_models:
+            if any(r["model"] == model_name and r["cost_model"] == cost_model for r in results["runs"]):
+                continue
+            log(f"{model_name}: tuning {config.budget} trials with {cost_model}")
+            root = model_work / cost_model
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir(parents=True)
+            row = tune_once(model_name, root, budget=config.budget, cost_model=cost_model,
+                            trials_per_iter=config.trials_per_iter, population=config.population,
+                            seed=config.seed, target=config.target, timing_repeats=config.timing_repeats)
+            log(f"{model_name} {cost_model}: {row['trials_measured']} measured in {row['tuning_seconds']:.0f} s, "
+                f"{row['latency_ms']['tvm']} ms")
+            results["runs"].append(row)
+            save()
+        runs = {r["cost_model"]: r for r in results["runs"] if r["model"] == model_name}
+        log(f"{model_name}: timing {len(runs)} libraries and onnxruntime side by side")
+        entry["deployed"] = measure_deployed(
+            model_name, {cm: Path(r["artifact_dir"], "model.so") for cm, r in runs.items()},
+            repeats=config.timing_repeats, seed=config.seed)
+        entry["deployed"]["untuned"] = next(iter(runs.values()))["latency_ms"]["untuned"]
+        save()
+        shutil.rmtree(model_work, ignore_errors=True)
+    shutil.rmtree(work, ignore_errors=True)
+    if work.parent.exists() and not any(work.parent.iterdir()):
+        work.parent.rmdir()  # other stems may still be resuming in theirs
+    results.pop("seconds_before", None)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    from benchmarks import report
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks run", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK.models)} at {QUICK.budget} trials")
+    parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=None)
+    parser.add_argument("--budget", type=int, default=None)
+    parser.add_argument("--trials-per-iter", type=int, default=None)
+    parser.add_argument("--cost-models", nargs="+", default=None)
+    parser.add_argument("--population", type=int, default=None)
+    parser.add_argument("--timing-repeats", type=int, default=None)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--stem", default=None, help="results file stem (default <date>-<platform>[-quick])")
+    args = parser.parse_args(argv)
+    base = QUICK if args.quick else FULL
+    overrides = {"models": tuple(args.models) if args.models else None, "budget": args.budget,
+                 "trials_per_iter": args.trials_per_iter, "population": args.population, "timing_repeats": args.timing_repeats,
+                 "cost_models": tuple(args.cost_models) if args.cost_models else None}
+    config = SuiteConfig(**{**asdict(base), **{k: v for k, v in overrides.items() if v is not None}})
+    stem = args.stem or default_stem(args.quick, config.target)
+    command = " ".join(["python -m benchmarks run", *(argv if argv is not None else sys.argv[2:])])
+    results = run_suite(config, args.out, stem, command=command.strip(),
+                        log=lambda line: print(line, flush=True))
+    written = report.write_report(results, args.out, stem)
+    print("\n".join(str(p) for p in written))

@@ -1,0 +1,87 @@
+"""The benchmark suite: its arithmetic on hand-made results, and its smallest case end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from benchmarks import report, suite
+
+
+def _results() -> dict:
+    tasks = [{"name": "fused_matmul", "weight": 2, "structural_hash": "a", "flops": 2e6},
+             {"name": "reshape", "weight": 1, "structural_hash": "b", "flops": 0.0}]
+    def run(cost_model, measurements, timeline):
+        best = {}
+        for workload, seconds in measurements:
+            if math.isfinite(seconds):
+                best[workload] = min(seconds, best.get(workload, math.inf))
+        return {"model": "m", "cost_model": cost_model, "measurements": measurements, "timeline": timeline,
+                "best_seconds_per_task": best}
+    return {
+        "peak_gflops": 10.0,
+        "models": {"m": {"tasks": tasks}},
+        "runs": [
+            # xgb: estimate 2*4e-3 + 1e-3 = 9 ms after round 1, 2*1e-3 + 1e-3 = 3 ms after round 2 (at 100 s)
+            run("xgb", [("a", 4e-3), ("b", 1e-3), ("a", 1e-3), ("b", math.inf)], [(50.0, 2), (100.0, 4)]),
+            # tcl: 2*1e-3 + 1e-3 = 3 ms already after round 1 (at 25 s)
+            run("tcl", [("a", 1e-3), ("b", 1e-3), ("a", 2e-3), ("b", 2e-3)], [(25.0, 2), (60.0, 4)]),
+            # random: task b fails in round 1, so no estimate until round 2; never reaches 3 ms
+            run("random", [("a", 5e-3), ("b", math.inf), ("a", 6e-3), ("b", 1e-3)], [(10.0, 2), (20.0, 4)]),
+        ],
+    }
+
+
+def test_curves_estimate_the_weighted_best_so_far_after_each_round():
+    curves = report.curves(_results(), "m")
+    assert curves["xgb"] == [(2, 50.0, pytest.approx(9.0)), (4, 100.0, pytest.approx(3.0))]
+    assert curves["random"][0][2] == math.inf and curves["random"][1][2] == pytest.approx(11.0)
+
+
+def test_time_to_target_is_the_baselines_seconds_over_the_seconds_to_reach_its_final_estimate():
+    rows = {r["cost_model"]: r for r in report.time_to_target(_results(), "m", "xgb")}
+    assert rows["xgb"]["speedup"] == 1.0 and rows["xgb"]["trials_to_target"] == 4
+    assert rows["tcl"]["seconds_to_target"] == 25.0 and rows["tcl"]["speedup"] == 4.0
+    assert rows["random"]["seconds_to_target"] is None and rows["random"]["speedup"] is None
+
+
+def test_kernel_efficiency_covers_compute_kernels_only():
+    rows = report.kernel_efficiency(_results(), "m")
+    assert [r["task"] for r in rows] == ["fused_matmul"]
+    assert rows[0]["gflops"] == {"xgb": 2.0, "tcl": 2.0, "random": 0.4}  # 2 MFLOP in 1 ms / 5 ms
+    assert rows[0]["best_share_of_peak"] == 0.2
+
+
+def test_the_quick_suites_smallest_case_end_to_end(tmp_path, monkeypatch):
+    """tiny_cnn (the smallest quick model) with all three cost models, at a budget that measures every task."""
+    config = suite.SuiteConfig(models=("tiny_cnn",), budget=20, trials_per_iter=4, population=32, timing_repeats=5)
+    results = suite.run_suite(config, tmp_path, "bench", command="test")
+    runs = {r["cost_model"]: r for r in results["runs"]}
+    assert sorted(runs) == ["random", "tcl", "xgb"]
+    # small tasks (reshape, mean) run out of distinct candidates, so a few of the 20 go unspent
+    assert all(15 <= len(r["measurements"]) == r["trials_measured"] == r["timeline"][-1][1] <= 20
+               for r in runs.values())
+    deployed = results["models"]["tiny_cnn"]["deployed"]
+    assert sorted(deployed["tvm"]) == ["random", "tcl", "xgb"] and all(v > 0 for v in deployed["tvm"].values())
+    assert {"default", "1_threads"} <= set(deployed["onnxruntime"]) and deployed["untuned"] > 0
+    assert 0 < results["peak_gflops"] < 1e5
+    kernels = report.kernel_efficiency(results, "tiny_cnn")
+    assert kernels and all(0 < r["best_share_of_peak"] < 2 for r in kernels)  # convs and the matmul were measured
+    assert json.loads((tmp_path / "bench.json").read_text())["runs"] and not (tmp_path / ".work").exists()
+
+    md, curves_png, latency_png = report.write_report(results, tmp_path, "bench")
+    text = md.read_text()
+    assert "| tiny_cnn | xgb |" in text and "![best latency" in text
+    baseline = next(r for r in report.time_to_target(results, "tiny_cnn", "xgb") if r["cost_model"] == "xgb")
+    assert baseline["speedup"] >= 1.0  # xgb reaches its own final estimate, at the latest when its budget is spent
+    for png in (curves_png, latency_png):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
+
+    def no_tuning(*args, **kwargs):
+        raise AssertionError("a finished model was tuned again")
+
+    monkeypatch.setattr(suite, "tune_once", no_tuning)
+    again = suite.run_suite(config, tmp_path, "bench", command="test")  # resumes: nothing left to do
+    assert len(again["runs"]) == 3
