@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import signal
 from dataclasses import asdict, dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 from daemon.queue import one_line
-from daemon.worker import exit_reason, signal_group
+from daemon.worker import exit_reason, lead_group_tied_to_parent, signal_group
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ class RoundOutcome:
 
 
 def round_child(spec: RoundSpec, conn: Connection) -> None:
-    os.setpgid(0, 0)
+    lead_group_tied_to_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         from tcl_core.continual import run_round

@@ -117,6 +117,9 @@ class Daemon:
         if not os.access(cfg.watch_dir, os.R_OK | os.X_OK):
             raise StartupError(f"cannot read watch folder {cfg.watch_dir}")
         self._queue = JobQueue.open(cfg.state_dir)
+        if self._queue.recovered_from is not None:
+            log.error("the job queue could not be read; moved it to %s and started a fresh one",
+                      self._queue.recovered_from)
         self._refresh_platforms()
         self._publish(now, force=True)
         try:

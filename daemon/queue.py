@@ -84,6 +84,7 @@ class JobQueue:
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = Path(db_path)
+        self.recovered_from: Path | None = None  # set by `open` when it had to move a corrupt file aside
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         # Autocommit: every change is a single statement, so each one is its own transaction.
         self._db = sqlite3.connect(self.db_path, isolation_level=None)
@@ -98,8 +99,26 @@ class JobQueue:
 
     @classmethod
     def open(cls, state_dir: Path) -> JobQueue:
-        """The queue of `state_dir`, with jobs a dead daemon left running put back to queued."""
-        jobs = cls(Path(state_dir) / "jobs.sqlite3")
+        """The queue of `state_dir`, with jobs a dead daemon left running put back to queued.
+
+        A queue file SQLite cannot read (disk trouble, a stray write) is moved aside to
+        `jobs.sqlite3.corrupt-<time>` and a fresh queue starts, so the daemon still comes up; the
+        start-up scan then queues every model in the watch folder again, and their tasks are
+        mostly found in the tuning database. `recovered_from` names the file moved aside.
+        """
+        path = Path(state_dir) / "jobs.sqlite3"
+        try:
+            jobs = cls(path)
+            if jobs._db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                jobs.close()
+                raise sqlite3.DatabaseError("quick_check failed")
+        except sqlite3.DatabaseError:
+            aside = path.with_name(f"{path.name}.corrupt-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}")
+            path.rename(aside)
+            for suffix in ("-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            jobs = cls(path)
+            jobs.recovered_from = aside
         jobs.requeue_interrupted()
         return jobs
 

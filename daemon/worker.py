@@ -67,7 +67,7 @@ Outcome = Succeeded | Failed
 
 def child_main(spec: JobSpec, conn: Connection, pipeline_fn: PipelineFn | None) -> None:
     """The child process: run the pipeline on `spec`, send progress and one outcome over `conn`."""
-    os.setpgid(0, 0)
+    lead_group_tied_to_parent()
     # Ctrl-C in a terminal reaches the whole foreground group; the parent decides what stops a job.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if pipeline_fn is None:
@@ -107,6 +107,25 @@ def exit_reason(exitcode: int) -> str:
     if exitcode > 0:
         return f"worker exited with code {exitcode} before reporting a result"
     return "worker exited without reporting a result"
+
+
+def lead_group_tied_to_parent(poll_seconds: float = 0.5) -> None:
+    """In a child: lead a new process group, and SIGKILL that group if the parent dies.
+
+    The group holds the child and the TVM helpers it starts, so the parent can stop all of them
+    (`signal_group`). If the daemon itself is killed (SIGKILL, OOM), nobody would stop them: a
+    job would go on measuring beside the restarted daemon's rerun of it. A thread notices the
+    parent change (the child is re-parented) and takes the whole group down.
+    """
+    os.setpgid(0, 0)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_seconds)
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
 
 
 def signal_group(process: multiprocessing.process.BaseProcess, sig: signal.Signals) -> None:

@@ -78,7 +78,8 @@ def emit(staging_dir: Path, output_dir: Path, manifest: Manifest) -> Path:
     """Write manifest.json into `staging_dir` and rename it to `output_dir/<name>-<sha8>`.
 
     `staging_dir` must be on the same file system as `output_dir` (see `staging_dir_for`).
-    An older artifact of the same name is replaced by renaming it out of the way first.
+    An older artifact of the same name is replaced by renaming it out of the way first. The
+    folder ends 0750 and its files 0640: readable by the daemon's group, by no one else.
     """
     final = output_dir / artifact_name(manifest.name, manifest.sha256)
     manifest_path = staging_dir / "manifest.json"
@@ -86,6 +87,9 @@ def emit(staging_dir: Path, output_dir: Path, manifest: Manifest) -> Path:
     for path in staging_dir.iterdir():
         with open(path, "rb") as handle:
             os.fsync(handle.fileno())
+        os.chmod(path, 0o640)
+    # mkdtemp made the folder 0700; the people who drop models (the daemon's group) read it, others do not.
+    os.chmod(staging_dir, 0o750)
     if final.exists():
         old = output_dir / f".{final.name}.old-{os.getpid()}"
         os.rename(final, old)

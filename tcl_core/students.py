@@ -123,10 +123,16 @@ def choose_cost_model(requested: str, platform: str, *, state_dir: Path | None =
     if requested in ("xgb", "random"):
         return CostModelChoice(requested, None, "as configured")
     student = find_student(platform, state_dir)
+    passed_over = ""
+    if student is not None and not student.shipped and (problem := _unreadable(student.path)):
+        # Only the daemon writes state students (and promotes them atomically), so this is a disk
+        # fault or a hand edit: fall back to the shipped student, or as if there were none.
+        passed_over = f" (the state student {student.path} is unreadable: {problem})"
+        student = find_student(platform, None)
     if student is not None:
-        return CostModelChoice("tcl", student, f"student trained on this platform ({platform})")
+        return CostModelChoice("tcl", student, f"student trained on this platform ({platform}){passed_over}")
     if requested == "auto":
-        return CostModelChoice("xgb", None, f"no student trained on platform {platform} yet")
+        return CostModelChoice("xgb", None, f"no student trained on platform {platform} yet{passed_over}")
     near = nearest_student(platform, state_dir)
     if near is not None:
         return CostModelChoice("tcl", near, f"no student for {platform}; nearest platform's: {near.platform}")
@@ -134,6 +140,17 @@ def choose_cost_model(requested: str, platform: str, *, state_dir: Path | None =
     if fallback is None:
         return CostModelChoice("tcl", None, "no student stored anywhere: an untrained one learns in the job")
     return CostModelChoice("tcl", fallback, f"no student for {platform}; using {fallback.platform}'s")
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why the student file at `path` cannot be loaded, or None. Imports torch (the tuning child only)."""
+    from tcl_core.student import load_student
+
+    try:
+        load_student(path)
+    except Exception as err:  # a truncated zip, a foreign file, a config that no longer fits
+        return f"{type(err).__name__}: {(str(err).strip().splitlines() or [''])[0][:200]}"
+    return None
 
 
 def _ref(path: Path, platform: str, shipped: bool) -> StudentRef:

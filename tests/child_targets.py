@@ -5,7 +5,8 @@ daemon test mix good, failing, crashing and hanging jobs:
   segfault*  -> SIGSEGV          exit*  -> os._exit(3)        hang*  -> report, then wait forever
   pipeerr*   -> PipelineError    valueerr* -> ValueError      anything else -> a fake success
   wait*      -> report, then succeed once `<state_dir>/release` exists
-`always_succeed` ignores the name (a restarted daemon finishing what a `hang` job left).
+`always_succeed` ignores the name (a restarted daemon finishing what a `hang` job left);
+`count_runs` succeeds and logs each run, to prove nothing is processed twice.
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ def always_succeed(model_path: Path, *, output_dir: Path, state_dir: Path, optio
     on_progress(Progress(stage="building", trials_done=4, trials_total=4))
     on_progress(Progress(stage="verifying", trials_done=4, trials_total=4))
     return _manifest(Path(model_path), Path(output_dir))
+
+
+def count_runs(model_path: Path, *, output_dir: Path, state_dir: Path, options, on_progress) -> Manifest:
+    """Succeed, appending the model's name to `<state_dir>/runs.log` (one line per run, O_APPEND)."""
+    with open(Path(state_dir) / "runs.log", "a", encoding="utf-8") as log:
+        log.write(Path(model_path).name + "\n")
+    return always_succeed(model_path, output_dir=output_dir, state_dir=state_dir, options=options,
+                          on_progress=on_progress)
 
 
 def _manifest(model_path: Path, output_dir: Path) -> Manifest:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 import subprocess
 import sys
 
@@ -27,6 +28,8 @@ def test_emit_renames_a_complete_folder_into_place_and_replaces_an_old_one(tmp_p
     assert (final / "model.so").read_bytes() == b"second"
     assert Manifest.model_validate_json((final / "manifest.json").read_text()).source == "second"
     assert [p.name for p in tmp_path.iterdir()] == ["m-abababab"]
+    assert stat.S_IMODE(final.stat().st_mode) == 0o750  # the daemon's group reads artifacts, others do not
+    assert {stat.S_IMODE(p.stat().st_mode) for p in final.iterdir()} == {0o640}
 
 
 def test_staging_folders_of_dead_processes_are_removed(tmp_path):

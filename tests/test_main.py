@@ -265,3 +265,55 @@ def test_cli_daemon_tunes_a_dropped_model_end_to_end(tmp_path):
     assert status.models[0].state == "done", status.models[0].error
     assert (Path(status.models[0].artifact_dir) / "model.so").is_file()
     assert process.returncode == 0, stderr
+
+
+def test_fifty_models_dropped_while_stopped_and_at_once_are_each_processed_once(daemon_factory, daemon_config):
+    config = daemon_config()
+    config.watch_dir.mkdir(parents=True)
+    offline = [f"offline model {i:02d}.onnx" for i in range(25)]  # spaces in names on purpose
+    for name in offline:
+        (config.watch_dir / name).write_bytes(name.encode())
+    daemon = daemon_factory(pipeline_fn=child_targets.count_runs, config=config)
+    burst = [f"burst-ü-{i:02d}.onnx" for i in range(25)]
+    staging = config.watch_dir.parent / "staging"
+    staging.mkdir()
+    for name in burst:
+        (staging / name).write_bytes(name.encode())
+    for name in burst:  # all at once, faster than the daemon steps
+        os.rename(staging / name, config.watch_dir / name)
+    expected = sorted(Path(name).stem for name in offline + burst)
+    step_until(daemon, lambda: sorted(m.name for m in _models(daemon).values() if m.state == "done") == expected,
+               timeout=240, what="all 50 models done")
+    runs = (config.state_dir / "runs.log").read_text(encoding="utf-8").splitlines()
+    assert sorted(runs) == sorted(offline + burst)  # every model ran, and exactly once
+
+
+def test_sigkill_of_the_daemon_takes_its_job_down_and_a_restart_finishes_it(tmp_path):
+    config = _write_config(tmp_path)
+    status_file = tmp_path / "state" / "status.json"
+    process = _start([sys.executable, "-m", "tests.daemon_entry", str(config)], tmp_path)
+    try:
+        _status_when(status_file, lambda s: s.daemon.state == "watching")
+        _drop(Path("hang.onnx"), b"tuning forever", tmp_path / "watch")
+        _status_when(status_file, lambda s: [(m.state, m.trials_done) for m in s.models] == [("tuning", 1)])
+        wait_until(lambda: (tmp_path / "state" / "hang.grandchild.pid").exists(), what="the job's helper")
+        orphans = [p.pid for p in psutil.Process(process.pid).children()]
+        orphans.append(int((tmp_path / "state" / "hang.grandchild.pid").read_text()))
+        process.kill()  # SIGKILL: no handler runs, nothing is cleaned up by the daemon
+        process.communicate(timeout=30)
+    finally:
+        process.kill()
+    for pid in orphans:  # the job and its helpers notice and go, instead of measuring on unattended
+        wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+                   timeout=10, what=f"orphaned process {pid} to be gone")
+
+    restarted = _start([sys.executable, "-m", "tests.daemon_entry", str(config), "count_runs"], tmp_path)
+    try:
+        status = _status_when(status_file, lambda s: s.daemon.pid == restarted.pid and
+                              [(m.name, m.state) for m in s.models] == [("hang", "done")])
+        assert status.models[0].trials_done == 4
+        restarted.send_signal(signal.SIGTERM)
+        restarted.communicate(timeout=30)
+    finally:
+        restarted.kill()
+    assert (tmp_path / "state" / "runs.log").read_text().splitlines() == ["hang.onnx"]  # redone once, not twice

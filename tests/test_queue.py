@@ -109,3 +109,12 @@ def test_content_that_failed_before_running_can_be_dropped_again(tmp_path, model
     jobs.mark_started(requeued.id)
     jobs.mark_failed(requeued.id, "worker crashed (signal 11, SIGSEGV)")
     assert jobs.enqueue(again, sha) is None  # it ran and failed: the same bytes stay failed
+
+
+@pytest.mark.parametrize("garbage", [b"", b"not a database at all" * 100, b"SQLite format 3\x00" + b"\xff" * 5000])
+def test_an_unreadable_queue_file_is_moved_aside_and_a_fresh_queue_starts(tmp_path, model, garbage):
+    (tmp_path / "jobs.sqlite3").write_bytes(garbage)
+    jobs = JobQueue.open(tmp_path)
+    if garbage:  # an empty file is a valid empty database to SQLite
+        assert jobs.recovered_from is not None and jobs.recovered_from.read_bytes() == garbage
+    assert jobs.enqueue(model, sha256_of(model)) is not None and len(jobs.all_jobs()) == 1

@@ -23,13 +23,31 @@ def _store(root, platform, payload=b"weights", version=None):
     return folder / students.STUDENT_FILE
 
 
+def _student_bytes(tmp_path) -> bytes:
+    """A real (tiny, untrained) student file's bytes: state students are loaded before use."""
+    from tcl_core.student import Student, StudentConfig, save_student
+
+    save_student(Student(StudentConfig(feature_dim=4, d_model=8, n_layers=1)), tmp_path / "tiny.pt")
+    return (tmp_path / "tiny.pt").read_bytes()
+
+
 def test_auto_takes_this_platforms_student_state_before_shipped(tmp_path, shipped):
     _store(shipped, "llvm-znver5-2c-aaaa", b"shipped")
-    state_file = _store(tmp_path / "state" / "students", "llvm-znver5-2c-aaaa", b"distilled", version=3)
+    state_file = _store(tmp_path / "state" / "students", "llvm-znver5-2c-aaaa", _student_bytes(tmp_path), version=3)
     choice = students.choose_cost_model("auto", "llvm-znver5-2c-aaaa", state_dir=tmp_path / "state")
     assert choice.name == "tcl" and choice.student.path == state_file and not choice.student.shipped
     described = choice.student.describe()
     assert described["version"] == 3 and described["source"] == "state" and len(described["sha256"]) == 64
+
+
+def test_an_unreadable_state_student_is_passed_over_with_the_reason(tmp_path, shipped):
+    shipped_file = _store(shipped, "llvm-znver5-2c-aaaa", b"shipped")
+    _store(tmp_path / "state" / "students", "llvm-znver5-2c-aaaa", b"half-written")
+    _store(tmp_path / "state" / "students", "llvm-znver4-2c-dddd", b"\x00" * 64)
+    choice = students.choose_cost_model("auto", "llvm-znver5-2c-aaaa", state_dir=tmp_path / "state")
+    assert choice.name == "tcl" and choice.student.path == shipped_file and "unreadable" in choice.reason
+    alone = students.choose_cost_model("auto", "llvm-znver4-2c-dddd", state_dir=tmp_path / "state")
+    assert alone.name == "xgb" and alone.student is None and "unreadable" in alone.reason
 
 
 def test_explicit_tcl_takes_the_nearest_platform_of_the_same_kind(tmp_path, shipped):
