@@ -16,7 +16,7 @@ import math
 import sys
 from pathlib import Path
 
-from benchmarks.time_to_target import estimate_curve, seconds_at
+from benchmarks.time_to_target import estimate_curve
 
 __all__ = ["curves", "time_to_target", "kernel_efficiency", "markdown", "write_report"]
 

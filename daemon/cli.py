@@ -30,12 +30,19 @@ def tune(
     cost_model: Optional[str] = typer.Option(None, "--cost-model", help="auto (default: the TCL student if this platform has one, else xgb), tcl, xgb or random"),
     student: Optional[Path] = typer.Option(None, "--student", dir_okay=False, help="student file for tcl (default: the platform's stored one)"),
     state_dir: Path = typer.Option(_default_state_dir(), "--state-dir", help="where tuning databases live"),
+    tracker: Optional[str] = typer.Option(None, "--tracker", help="measure on a tuning farm: the RPC tracker's HOST:PORT"),
+    device_key: Optional[str] = typer.Option(None, "--device-key", help="with --tracker: the servers' --key"),
 ) -> None:
     """Tune one model without the daemon; exit code 0 only when the artifact verified."""
     from deploy.errors import PipelineError
     from deploy.options import TuningOptions
 
     overrides: dict = {"trials": trials, "cost_model": cost_model, "student": student}
+    if tracker is not None or device_key is not None:
+        host, _, port = (tracker or "").rpartition(":")
+        if not host or not port.isdigit() or device_key is None:
+            _fail("a tuning farm needs --tracker HOST:PORT and --device-key KEY")
+        overrides["runner"] = {"kind": "rpc", "tracker_host": host, "tracker_port": int(port), "device_key": device_key}
     if target is not None:
         try:
             overrides["target"] = json.loads(target)
@@ -411,3 +418,42 @@ def distill_command(
     typer.echo(json.dumps(asdict(result), indent=2))
     if result.decision == "skipped":
         raise typer.Exit(1)
+
+
+farm_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                       help="Tuning farms: TVM RPC trackers and the devices behind them.")
+app.add_typer(farm_app, name="farm")
+
+
+@farm_app.command("status")
+def farm_status_command(
+    tracker: Optional[str] = typer.Option(None, "--tracker", help="HOST:PORT (default: the config's [runner])"),
+    config: Path | None = typer.Option(None, "--config", dir_okay=False, help="daemon config with a [runner] table"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """Show the tracker's devices per key: registered servers, free now, requests pending."""
+    from daemon.config import ConfigError, load_config
+    from deploy.farm import farm_devices, tracker_summary
+    from deploy.options import RunnerOptions
+
+    if tracker is not None:
+        host, _, port = tracker.rpartition(":")
+        if not host or not port.isdigit():
+            _fail(f"--tracker must be HOST:PORT, got {tracker!r}")
+        runner = RunnerOptions(tracker_host=host, tracker_port=int(port))
+    else:
+        try:
+            runner = load_config(config or DEFAULT_CONFIG).runner
+        except ConfigError as err:
+            _fail(f"{err} (or give --tracker HOST:PORT)")
+    where = f"{runner.tracker_host}:{runner.tracker_port}"
+    try:
+        devices = farm_devices(tracker_summary(runner))
+    except Exception as err:  # noqa: BLE001 - an unreachable tracker is an answer, not a traceback
+        _fail(f"tracker {where} unreachable: {type(err).__name__}: {err}")
+    if as_json:
+        typer.echo(json.dumps({"tracker": where, "devices": devices}, indent=2))
+        return
+    typer.echo(f"tracker {where}: {len(devices)} device key(s)")
+    for key, entry in sorted(devices.items()):
+        typer.echo(f"  {key}: {entry['servers']} server(s), {entry['free']} free, {entry['pending']} pending")

@@ -19,7 +19,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from deploy.options import TuningOptions
+from deploy.options import RunnerOptions, TuningOptions
 from tcl_core.continual import RoundSettings
 
 ENV_PREFIX = "TCL_TUNED_"
@@ -63,6 +63,7 @@ class DaemonConfig(BaseSettings):
     status_file: Path = Field(..., description="JSON status file; defaults to <state_dir>/status.json")
     tuning: TuningOptions = Field(default_factory=TuningOptions, description="the [tuning] table")
     distill: DistillSettings = Field(default_factory=DistillSettings, description="the [distill] table")
+    runner: RunnerOptions = Field(default_factory=RunnerOptions, description="the [runner] table: where to measure")
 
     settle_seconds: float = Field(2.0, gt=0, description="size+mtime unchanged this long = complete (scan, polling)")
     heartbeat_seconds: float = Field(10.0, gt=0, description="status file rewritten at least this often")
@@ -70,6 +71,7 @@ class DaemonConfig(BaseSettings):
     poll_interval_seconds: float = Field(1.0, gt=0, description="how often the polling observer looks")
     tick_seconds: float = Field(0.2, gt=0, description="pause between main-loop steps")
     stop_grace_seconds: float = Field(5.0, ge=0, description="SIGTERM to a running job, then SIGKILL after this")
+    job_timeout_seconds: float = Field(43200.0, ge=0, description="a job running longer is stopped and failed; 0: no limit")
 
     @field_validator("watch_dir", "output_dir", "state_dir", "status_file")
     @classmethod
@@ -77,6 +79,13 @@ class DaemonConfig(BaseSettings):
         # Relative paths are read against the working directory once, here, so the worker child
         # and the status file see the same absolute folders whatever happens to the cwd later.
         return path.absolute()
+
+    @model_validator(mode="after")
+    def _runner_is_top_level(self) -> DaemonConfig:
+        # TuningOptions carries the runner to the pipeline; in the daemon's file it is [runner].
+        if self.tuning.runner != RunnerOptions():
+            raise ValueError("put the runner in the top-level [runner] table, not [tuning.runner]")
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -232,7 +232,8 @@ class Daemon:
                 self.queue.mark_failed(job.id, problem)
                 log.warning("job %d: failed: %s", job.id, problem)
                 continue
-            spec = JobSpec(job.id, job.path, self.config.output_dir, self.config.state_dir, self.config.tuning)
+            options = self.config.tuning.model_copy(update={"runner": self.config.runner})  # [runner] is top level
+            spec = JobSpec(job.id, job.path, self.config.output_dir, self.config.state_dir, options)
             try:
                 self.worker.start(spec)
             except OSError as err:
@@ -248,6 +249,18 @@ class Daemon:
                     self.queue.set_progress(job_id, report.stage, report.trials_done, report.trials_total)
             else:
                 self._record_outcome(job_id, report)
+        self._enforce_time_limit()
+
+    def _enforce_time_limit(self) -> None:
+        """A job past `job_timeout_seconds` (a hung import, a runaway search) is stopped and failed."""
+        limit = self.config.job_timeout_seconds
+        if not limit or self.worker.running_job_id is None or self.worker.running_seconds <= limit:
+            return
+        stopped = self.worker.stop(self.config.stop_grace_seconds)
+        if stopped is not None:
+            job_id, outcome = stopped
+            self._record_outcome(job_id, outcome or Failed(
+                reason=f"stopped after {limit:g} s, the job time limit (job_timeout_seconds)"))
 
     def _maybe_distil(self) -> None:
         """Start a round for the first platform with `min_new_records` measurements since its last one."""

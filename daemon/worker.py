@@ -24,7 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from daemon.queue import one_line
-from deploy.artifact import Latency, Manifest
+from deploy.artifact import Latency, Manifest, remove_staging_of
 from deploy.errors import PipelineError
 from deploy.options import Progress, TuningOptions
 
@@ -48,6 +48,11 @@ class JobSpec:
     state_dir: Path
     options: TuningOptions
 
+    @property
+    def stderr_log(self) -> Path:
+        """Where the child's stderr goes: TVM and LLVM print their last words there before an abort."""
+        return self.state_dir / "logs" / f"job-{self.job_id}.stderr"
+
 
 class Succeeded(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -68,6 +73,13 @@ Outcome = Succeeded | Failed
 def child_main(spec: JobSpec, conn: Connection, pipeline_fn: PipelineFn | None) -> None:
     """The child process: run the pipeline on `spec`, send progress and one outcome over `conn`."""
     lead_group_tied_to_parent()
+    try:
+        spec.stderr_log.parent.mkdir(parents=True, exist_ok=True)
+        log_fd = os.open(spec.stderr_log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
+        os.dup2(log_fd, 2)  # native code (LLVM's "LLVM ERROR: ...") writes to fd 2 before exit(1)
+        os.close(log_fd)
+    except OSError:
+        pass  # a full or read-only state dir: keep the daemon's stderr
     # Ctrl-C in a terminal reaches the whole foreground group; the parent decides what stops a job.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if pipeline_fn is None:
@@ -96,17 +108,29 @@ def child_main(spec: JobSpec, conn: Connection, pipeline_fn: PipelineFn | None) 
     conn.close()
 
 
-def exit_reason(exitcode: int) -> str:
-    """Why a child that sent no outcome is gone, from its exit code."""
+def exit_reason(exitcode: int, stderr_log: Path | None = None) -> str:
+    """Why a child that sent no outcome is gone, from its exit code and the last line it printed."""
     if exitcode < 0:
         try:
-            name = signal.Signals(-exitcode).name
+            reason = f"worker crashed (signal {-exitcode}, {signal.Signals(-exitcode).name})"
         except ValueError:
-            return f"worker crashed (signal {-exitcode})"
-        return f"worker crashed (signal {-exitcode}, {name})"
-    if exitcode > 0:
-        return f"worker exited with code {exitcode} before reporting a result"
-    return "worker exited without reporting a result"
+            reason = f"worker crashed (signal {-exitcode})"
+    elif exitcode > 0:
+        reason = f"worker exited with code {exitcode} before reporting a result"
+    else:
+        reason = "worker exited without reporting a result"
+    last = _last_line(stderr_log) if stderr_log is not None else ""
+    return f"{reason}; it last printed: {last}" if last else reason
+
+
+def _last_line(path: Path, tail_bytes: int = 4096) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - tail_bytes))
+            lines = [line for line in handle.read().decode(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return one_line(lines[-1], limit=300) if lines else ""
 
 
 def lead_group_tied_to_parent(poll_seconds: float = 0.5) -> None:
@@ -147,6 +171,9 @@ class _Running:
     conn: Connection
     outcome: Outcome | None = None
     outcome_at: float = 0.0
+    started_at: float = 0.0  # time.monotonic() at start
+    stderr_log: Path | None = None
+    output_dir: Path | None = None
 
 
 Report = tuple[int, Progress | Succeeded | Failed]
@@ -164,6 +191,11 @@ class Worker:
     def running_job_id(self) -> int | None:
         return None if self._running is None else self._running.job_id
 
+    @property
+    def running_seconds(self) -> float:
+        """How long the running job has run (0 when idle)."""
+        return 0.0 if self._running is None else time.monotonic() - self._running.started_at
+
     def start(self, spec: JobSpec) -> None:
         """Start the child for `spec`; only when idle."""
         if self._running is not None:
@@ -174,7 +206,8 @@ class Worker:
         )
         process.start()
         writer.close()  # the child holds the only writer, so its death reads as EOF here
-        self._running = _Running(spec.job_id, process, reader)
+        self._running = _Running(spec.job_id, process, reader, started_at=time.monotonic(),
+                                 stderr_log=spec.stderr_log, output_dir=spec.output_dir)
         log.info("job %d: worker pid %d started on %s", spec.job_id, process.pid, spec.model_path)
 
     def poll(self) -> list[Report]:
@@ -189,7 +222,7 @@ class Worker:
                 self._kill_group(running, signal.SIGKILL)
             return reports
         reports += [(running.job_id, p) for p in self._receive(running)]  # sent just before exiting
-        outcome = running.outcome or Failed(reason=exit_reason(running.process.exitcode))
+        outcome = running.outcome or Failed(reason=exit_reason(running.process.exitcode, running.stderr_log))
         self._finish(running)
         return [*reports, (running.job_id, outcome)]
 
@@ -238,6 +271,8 @@ class Worker:
             os.killpg(running.process.pid, signal.SIGKILL)  # TVM helpers the child left behind
         except (ProcessLookupError, PermissionError):
             pass
+        if running.output_dir is not None:
+            remove_staging_of(running.output_dir, running.process.pid)  # a child killed mid-build
         running.conn.close()
         running.process.close()
         self._running = None

@@ -61,6 +61,7 @@ class Manifest(BaseModel):
     student: dict | None = None      # the TCL student used: platform, sha256, version, source, path
     trials: int
     trials_measured: int
+    runner: dict = {"kind": "local"}  # where candidates were measured: local, or rpc with tracker and device_key
     tasks: int
     tasks_reused: int
     tuning_seconds: float
@@ -113,6 +114,12 @@ def staging_dir_for(output_dir: Path) -> Path:
         if pid.isdigit() and not _pid_alive(int(pid)):
             shutil.rmtree(leftover, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f".staging-{os.getpid()}-", dir=output_dir))
+
+
+def remove_staging_of(output_dir: Path, pid: int) -> None:
+    """Remove the staging folders process `pid` left in `output_dir` (it died mid-build)."""
+    for leftover in Path(output_dir).glob(f".staging-{pid}-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _pid_alive(pid: int) -> bool:

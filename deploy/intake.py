@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from deploy.artifact import TensorInfo
 from deploy.errors import IntakeError
-from deploy.options import IntakeLimits
+from deploy.options import IntakeLimits, RunnerOptions
 
 _MIB = 1 << 20
 
@@ -33,6 +33,7 @@ class Sidecar(BaseModel):
     inputs: dict[str, list[int]] = {}
     trials: int | None = None
     target: dict[str, Any] | None = None
+    runner: RunnerOptions | None = None  # measure this model elsewhere (or locally) whatever [runner] says
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # "auto" is resolved per job by tcl_core.students.choose_cost_model: the TCL student when one is
 # stored for the job's platform, else XGBoost. The rest are mapped in tcl_core.tvm_api.make_cost_model.
@@ -21,6 +21,36 @@ class IntakeLimits(BaseModel):
 
     max_model_mb: float = Field(2048, gt=0, description="model file plus its external data, MiB")
     max_input_mb: float = Field(1024, gt=0, description="any one input tensor at its resolved shape, MiB")
+
+
+class RunnerOptions(BaseModel):
+    """Where candidates are measured (the daemon's `[runner]` table): here, or on a TVM RPC tuning farm.
+
+    With "rpc", builds still happen on this machine; each candidate is measured on a device the
+    tracker hands out for `device_key` (the key the RPC servers registered with). Each device
+    key is its own platform: its own tuning database and student.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["local", "rpc"] = "local"
+    tracker_host: str = Field("127.0.0.1", description="the RPC tracker (python -m tvm.exec.rpc_tracker)")
+    tracker_port: int = Field(9190, ge=1, le=65535)
+    device_key: str | None = Field(None, pattern=r"^[A-Za-z0-9_.]+$", description="the servers' --key (rpc)")
+    session_timeout_seconds: int = Field(30, ge=1, description="one measurement's RPC session, then it fails")
+    parallelism: int = Field(1, ge=1, description="candidates measured at once, one device each")
+
+    @model_validator(mode="after")
+    def _rpc_needs_a_key(self) -> RunnerOptions:
+        if self.kind == "rpc" and not self.device_key:
+            raise ValueError("runner kind 'rpc' needs device_key (the key the RPC servers registered with)")
+        return self
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest records: the runner, and for rpc the tracker and device key."""
+        if self.kind == "local":
+            return {"kind": "local"}
+        return {"kind": "rpc", "tracker": f"{self.tracker_host}:{self.tracker_port}", "device_key": self.device_key}
 
 
 class TuningOptions(BaseModel):
@@ -41,6 +71,7 @@ class TuningOptions(BaseModel):
     timing_repeats: int = Field(30, ge=1, description="timed runs per engine; the median is reported")
     seed: int = 0
     limits: IntakeLimits = Field(default_factory=IntakeLimits)
+    runner: RunnerOptions = Field(default_factory=RunnerOptions, description="the daemon's [runner] table")
 
 
 class Progress(BaseModel):

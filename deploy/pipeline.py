@@ -12,6 +12,7 @@ from deploy import intake, verify
 from deploy.artifact import Latency, Manifest, TensorInfo, artifact_name, emit, staging_dir_for
 from deploy.build import build_library
 from deploy.errors import PipelineError, VerificationError
+from deploy.farm import check_farm
 from deploy.options import Progress, TuningOptions
 from deploy.layout import database_dir
 from deploy.tune import tune_module
@@ -34,7 +35,7 @@ def run_pipeline(
 
     Raises `deploy.errors.PipelineError` (or a subclass) with a one-line reason when the model
     cannot be imported, tuned, built or verified; nothing is written to `output_dir` then.
-    The sidecar's `trials` and `target` override `options`.
+    The sidecar's `trials`, `target` and `runner` override `options`.
     """
     spec = intake.load_model(Path(model_path), limits=options.limits)
     trials = spec.sidecar.trials if spec.sidecar.trials is not None else options.trials
@@ -42,8 +43,11 @@ def run_pipeline(
     name = artifact_name(spec.name, spec.sha256)
     on_progress(Progress(stage="tuning", trials_done=0, trials_total=trials))
 
+    runner = spec.sidecar.runner or options.runner
     target = _guard("TVM rejected the target", lambda: tvm_api.make_target(target_dict))
-    platform = platform_name(target_dict, tvm_api.TVM_VERSION)
+    platform = platform_name(target_dict, tvm_api.TVM_VERSION, runner.device_key if runner.kind == "rpc" else None)
+    if runner.kind == "rpc" and trials > 0:
+        check_farm(runner)
     lowered = _guard("TVM could not import the model", lambda: tvm_api.lower_for_tuning(
         tvm_api.from_onnx(spec.model, shape_dict=spec.shape_dict, dtype_dict=spec.dtype_dict), target))
     database = tvm_api.open_database(database_dir(Path(state_dir), platform))
@@ -58,6 +62,7 @@ def run_pipeline(
         on_measured=lambda done: on_progress(Progress(stage="tuning", trials_done=done, trials_total=trials)),
         student_path=choice.student.path if choice.student else None,
         rdu_fraction=options.rdu_fraction,
+        rpc=runner.model_dump() if runner.kind == "rpc" else None,
     ))
 
     on_progress(Progress(stage="building", trials_done=tuning.trials_measured, trials_total=trials))
@@ -74,6 +79,7 @@ def run_pipeline(
             tvm_version=tvm_api.TVM_VERSION, cost_model=choice.name, cost_model_reason=choice.reason,
             student=choice.student.describe() if choice.student else None, trials=trials,
             trials_measured=tuning.trials_measured, tasks=tuning.tasks, tasks_reused=tuning.tasks_reused,
+            runner=runner.describe(),
             tuning_seconds=round(tuning.seconds, 3), verification=verification, latency_ms=latency,
             created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         )

@@ -37,6 +37,7 @@ def tune_module(
     on_measured: Callable[[int], None],
     student_path: Path | None = None,
     rdu_fraction: float = 0.0,
+    rpc: dict | None = None,
 ) -> TuningResult:
     """Tune every task of `lowered` that `database` has no full round of records for."""
     started = time.perf_counter()
@@ -59,6 +60,7 @@ def tune_module(
             on_measured=on_measured,
             student_path=student_path,
             rdu_fraction=rdu_fraction,
+            rpc=rpc,
         )
     return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh),
                         trials_measured=measured, seconds=time.perf_counter() - started)

@@ -25,15 +25,21 @@ def cpu_model_name() -> str:
     return _stdlib_platform.processor() or _stdlib_platform.machine()
 
 
-def platform_name(target: dict[str, Any], tvm_version: str) -> str:
-    """A stable, readable name for (target, this machine's CPU, TVM major.minor)."""
+def platform_name(target: dict[str, Any], tvm_version: str, device_key: str | None = None) -> str:
+    """A stable, readable name for (target, the measuring hardware, TVM major.minor).
+
+    The hardware is this machine's CPU, or, for candidates measured on an RPC tuning farm, the
+    device class the farm's `device_key` names (the daemon cannot fingerprint a remote board;
+    one key per board type is the farm's convention). The key then ends the readable part.
+    """
     major_minor = ".".join(tvm_version.split(".")[:2])
-    canonical = json.dumps(
-        {"target": target, "cpu": cpu_model_name(), "machine": _stdlib_platform.machine(), "tvm": major_minor},
-        sort_keys=True,
-    )
+    hardware = ({"device_key": device_key} if device_key else
+                {"cpu": cpu_model_name(), "machine": _stdlib_platform.machine()})
+    canonical = json.dumps({"target": target, **hardware, "tvm": major_minor}, sort_keys=True)
     digest = hashlib.sha256(canonical.encode()).hexdigest()[:8]
     parts = [str(target.get("kind", "unknown")), str(target.get("mcpu") or target.get("arch") or "generic")]
     if "num-cores" in target:
         parts.append(f"{target['num-cores']}c")
+    if device_key:
+        parts.append(device_key)
     return "-".join(parts + [digest])

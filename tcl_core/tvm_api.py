@@ -26,7 +26,7 @@ from tvm.s_tir import meta_schedule as ms
 __all__ = [
     "TVM_VERSION", "tvm", "relax", "ms", "derived_object", "from_onnx",
     "make_target", "host_target_dict", "lower_for_tuning", "extract_tasks", "make_cost_model",
-    "open_database", "count_records", "structural_hash", "estimate_flops", "tune_tasks", "apply_database", "compile_module", "load_vm", "fast_build",
+    "open_database", "count_records", "structural_hash", "estimate_flops", "make_runner", "tracker_summary", "tune_tasks", "apply_database", "compile_module", "load_vm", "fast_build",
     "ProgressCallback",
 ]
 
@@ -155,6 +155,32 @@ def fast_build(mod: tvm.IRModule, target: tvm.target.Target, _params: Any = None
 ProgressCallback = Callable[[int], None]
 
 
+def make_runner(rpc: dict[str, Any] | None) -> ms.runner.Runner:
+    """This machine's LocalRunner, or an RPCRunner on a tuning farm.
+
+    `rpc`: tracker_host, tracker_port, device_key, session_timeout_seconds, parallelism (the
+    fields of deploy.options.RunnerOptions). A device that dies or times out fails only the
+    candidate it was measuring; the tracker hands the next one to another device.
+    """
+    if rpc is None:
+        return ms.runner.LocalRunner()
+    config = ms.runner.RPCConfig(
+        tracker_host=rpc["tracker_host"], tracker_port=int(rpc["tracker_port"]), tracker_key=rpc["device_key"],
+        session_timeout_sec=int(rpc["session_timeout_seconds"]),
+    )
+    return ms.runner.RPCRunner(rpc_config=config, max_workers=int(rpc["parallelism"]))
+
+
+def tracker_summary(host: str, port: int) -> dict[str, Any]:
+    """The tracker's view: {"queue_info": {key: {"free": n, "pending": n}}, "server_info": [...]}.
+
+    Raises OSError (or TVM's error) when the tracker cannot be reached.
+    """
+    from tvm import rpc
+
+    return dict(rpc.connect_tracker(host, int(port)).summary())
+
+
 @derived_object
 class _CountMeasured(ms.measure_callback.PyMeasureCallback):
     """Reports the running count of measured candidates after every batch."""
@@ -184,13 +210,15 @@ def tune_tasks(
     on_measured: ProgressCallback,
     student_path: Path | None = None,
     rdu_fraction: float = 0.0,
+    rpc: dict[str, Any] | None = None,
 ) -> int:
     """Tune `tasks` with MetaSchedule into `database`; returns how many candidates were measured.
 
     `population` sizes the evolutionary search: TVM's default 512 costs more search time than
     measuring on small budgets (notes, item 12). With "tcl" and `rdu_fraction` > 0, that share
     of each measured batch is chosen by the RDU sampler among the search's proposals
-    (tcl_core.rdu_search); other cost models ignore it.
+    (tcl_core.rdu_search); other cost models ignore it. `rpc` measures on a tuning farm
+    (`make_runner`); builds stay on this machine.
     """
     _reset_meta_schedule_logging()
     model = make_cost_model(cost_model, student_path)
@@ -214,7 +242,7 @@ def tune_tasks(
         max_trials_per_task=max_trials_per_task,
         num_trials_per_iter=num_trials_per_iter,
         builder=ms.builder.LocalBuilder(f_build=fast_build),
-        runner=ms.runner.LocalRunner(),
+        runner=make_runner(rpc),
         database=database,
         cost_model=model,
         measure_callbacks=[*ms.MeasureCallback.create("default"), counter],

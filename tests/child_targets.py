@@ -66,6 +66,17 @@ def count_runs(model_path: Path, *, output_dir: Path, state_dir: Path, options, 
                           on_progress=on_progress)
 
 
+def full_disk_pipeline(model_path: Path, *, output_dir: Path, state_dir: Path, options, on_progress) -> Manifest:
+    """The real pipeline with no file allowed past 16 KiB (RLIMIT_FSIZE): a full disk while building."""
+    import resource
+
+    from deploy.pipeline import run_pipeline
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit then fail with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 1024, 16 * 1024))
+    return run_pipeline(model_path, output_dir=output_dir, state_dir=state_dir, options=options, on_progress=on_progress)
+
+
 def _manifest(model_path: Path, output_dir: Path) -> Manifest:
     sha256 = hashlib.sha256(model_path.read_bytes()).hexdigest()
     return Manifest(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -208,27 +209,44 @@ def test_cli_daemon_reports_an_unusable_folder_without_traceback(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_sigterm_puts_the_running_job_back_to_queued(tmp_path):
+def _daemon_tuning_a_hanging_job(tmp_path: Path) -> tuple[subprocess.Popen, Path, list[int]]:
+    """A real daemon process (fake pipeline) whose job `hang` is tuning: (process, config, job pids).
+
+    The job pids are the worker child and the helper it started (TVM's builders stand-in).
+    """
     config = _write_config(tmp_path)
-    status_file = tmp_path / "state" / "status.json"
     process = _start([sys.executable, "-m", "tests.daemon_entry", str(config)], tmp_path)
+    status_file = tmp_path / "state" / "status.json"
     try:
         _status_when(status_file, lambda s: s.daemon.state == "watching")
         _drop(Path("hang.onnx"), b"tuning forever", tmp_path / "watch")
         _status_when(status_file, lambda s: [(m.state, m.trials_done) for m in s.models] == [("tuning", 1)])
-        workers = psutil.Process(process.pid).children()
-        helper_pid = int((tmp_path / "state" / "hang.grandchild.pid").read_text())
+        helper = wait_until(lambda: (tmp_path / "state" / "hang.grandchild.pid").exists()
+                            and (tmp_path / "state" / "hang.grandchild.pid").read_text(), what="the job's helper")
+    except BaseException:
+        process.kill()
+        raise
+    return process, config, [p.pid for p in psutil.Process(process.pid).children()] + [int(helper)]
+
+
+def _wait_gone(pids: list[int], timeout: float) -> None:
+    for pid in pids:
+        wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+                   timeout=timeout, what=f"process {pid} to be gone")
+
+
+def test_sigterm_puts_the_running_job_back_to_queued(tmp_path):
+    process, _, job_pids = _daemon_tuning_a_hanging_job(tmp_path)
+    try:
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=30)
     finally:
         process.kill()
     assert process.returncode == 0, stderr
-    status = read_status(status_file)
+    status = read_status(tmp_path / "state" / "status.json")
     assert status.daemon.state == "stopped"
     assert [(m.name, m.state) for m in status.models] == [("hang", "queued")]
-    for pid in [p.pid for p in workers] + [helper_pid]:
-        wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
-                   timeout=5, what=f"process {pid} to be gone")
+    _wait_gone(job_pids, timeout=5)
 
 
 # --- with the real pipeline (TVM in the worker, trials=0) ---
@@ -289,23 +307,11 @@ def test_fifty_models_dropped_while_stopped_and_at_once_are_each_processed_once(
 
 
 def test_sigkill_of_the_daemon_takes_its_job_down_and_a_restart_finishes_it(tmp_path):
-    config = _write_config(tmp_path)
+    process, config, job_pids = _daemon_tuning_a_hanging_job(tmp_path)
     status_file = tmp_path / "state" / "status.json"
-    process = _start([sys.executable, "-m", "tests.daemon_entry", str(config)], tmp_path)
-    try:
-        _status_when(status_file, lambda s: s.daemon.state == "watching")
-        _drop(Path("hang.onnx"), b"tuning forever", tmp_path / "watch")
-        _status_when(status_file, lambda s: [(m.state, m.trials_done) for m in s.models] == [("tuning", 1)])
-        wait_until(lambda: (tmp_path / "state" / "hang.grandchild.pid").exists(), what="the job's helper")
-        orphans = [p.pid for p in psutil.Process(process.pid).children()]
-        orphans.append(int((tmp_path / "state" / "hang.grandchild.pid").read_text()))
-        process.kill()  # SIGKILL: no handler runs, nothing is cleaned up by the daemon
-        process.communicate(timeout=30)
-    finally:
-        process.kill()
-    for pid in orphans:  # the job and its helpers notice and go, instead of measuring on unattended
-        wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
-                   timeout=10, what=f"orphaned process {pid} to be gone")
+    process.kill()  # SIGKILL: no handler runs, nothing is cleaned up by the daemon
+    process.communicate(timeout=30)
+    _wait_gone(job_pids, timeout=10)  # the job and its helper notice and go, instead of measuring on unattended
 
     restarted = _start([sys.executable, "-m", "tests.daemon_entry", str(config), "count_runs"], tmp_path)
     try:
@@ -317,3 +323,32 @@ def test_sigkill_of_the_daemon_takes_its_job_down_and_a_restart_finishes_it(tmp_
     finally:
         restarted.kill()
     assert (tmp_path / "state" / "runs.log").read_text().splitlines() == ["hang.onnx"]  # redone once, not twice
+
+
+def test_a_job_over_the_time_limit_is_stopped_and_failed_and_the_next_one_runs(daemon_factory):
+    daemon = daemon_factory(job_timeout_seconds=3.0)
+    watch = daemon.config.watch_dir
+    _drop(Path("hang.onnx"), b"never finishes", watch)
+    _drop(Path("after.onnx"), b"a normal model", watch)
+    step_until(daemon, lambda: _state_of(daemon, "after") == "done", timeout=60)
+    assert _state_of(daemon, "hang") == "failed"
+    assert "job time limit (job_timeout_seconds)" in _models(daemon)["hang"].error
+
+
+def test_a_file_replaced_while_it_is_tuned_becomes_a_second_job(daemon_factory):
+    daemon = daemon_factory()
+    watch = daemon.config.watch_dir
+    _drop(Path("wait.onnx"), b"first version", watch)
+    step_until(daemon, lambda: _state_of(daemon, "wait") == "tuning")
+    _drop(Path("wait.onnx"), b"second version", watch)  # renamed over the file being tuned
+    step_until(daemon, lambda: len(read_status(daemon.config.status_file).models) == 2, what="the new content queued")
+    (daemon.config.state_dir / "release").touch()
+
+    def both_done():
+        models = read_status(daemon.config.status_file).models
+        return len(models) == 2 and all(m.state == "done" for m in models) and models
+
+    first, second = step_until(daemon, both_done)
+    assert (first.name, second.name) == ("wait", "wait")  # the same name, two contents, each tuned once
+    assert first.sha256 != second.sha256 and {first.sha256, second.sha256} == {
+        hashlib.sha256(b"first version").hexdigest(), hashlib.sha256(b"second version").hexdigest()}

@@ -161,3 +161,24 @@ def test_bad_target_is_a_pipeline_error(tmp_path):
     with pytest.raises(PipelineError, match="target"):
         run_pipeline(tiny_mlp_onnx(tmp_path / "mlp.onnx"), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
                      options=TuningOptions(trials=0, target={"kind": "no-such-kind"}))
+
+
+def test_builder_and_runner_workers_killed_mid_tuning_cost_only_their_candidates(tmp_path):
+    import psutil
+
+    killed: list[int] = []
+
+    def on_progress(progress):
+        if progress.stage == "tuning" and progress.trials_done >= 4 and not killed:
+            for helper in psutil.Process().children(recursive=True):
+                if "popen_worker" in " ".join(helper.cmdline()):  # TVM's builder and runner pools
+                    helper.kill()
+                    killed.append(helper.pid)
+
+    manifest = run_pipeline(
+        tiny_mlp_onnx(tmp_path / "mlp.onnx", seed=11), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+        on_progress=on_progress,
+        options=TuningOptions(trials=12, cost_model="random", trials_per_iter=4, population=32, timing_repeats=3),
+    )
+    assert killed  # there were workers to kill
+    assert manifest.verification.passed and manifest.trials_measured == 12

@@ -126,3 +126,13 @@ def test_real_pipeline_refuses_corrupt_model_with_its_reason(tmp_path):
     assert "not a readable ONNX file" in outcome.reason
     assert "\n" not in outcome.reason
     assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []  # nothing emitted
+
+
+def test_a_full_disk_while_building_fails_the_job_with_what_llvm_said(tmp_path):
+    """LLVM aborts the whole process on a failed write; the job fails with its last words, nothing is emitted."""
+    spec = _spec(tmp_path, "full")
+    tiny_mlp_onnx(spec.model_path)
+    *_, (_, outcome) = _run(Worker(pipeline_fn=child_targets.full_disk_pipeline), spec, timeout=120)
+    assert isinstance(outcome, Failed)
+    assert "File too large" in outcome.reason and "\n" not in outcome.reason
+    assert not (tmp_path / "out").exists() or list((tmp_path / "out").iterdir()) == []  # no artifact, no staging
