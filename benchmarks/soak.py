@@ -39,17 +39,18 @@ def _drop(watch: Path, staging: Path, name: str, write) -> None:
     os.rename(path, watch / name)
 
 
-def _bad_files(watch: Path, staging: Path, tag: str) -> list[str]:
-    names = ["empty.onnx" if tag == "r0" else f"zeros-{tag}.onnx", f"noise-{tag}.onnx",
+def _bad_files(watch: Path, staging: Path, index: int) -> list[str]:
+    tag = f"r{index}"
+    names = ["empty.onnx" if index == 0 else f"zeros-{tag}.onnx", f"noise-{tag}.onnx",
              f"truncated-{tag}.onnx", f"corrupt-{tag}.onnx", f"link-{tag}.onnx"]
     # Every bad file has its own content: the same content twice is one job (dedup by sha256).
-    _drop(watch, staging, names[0], lambda p: p.write_bytes(b"" if tag == "r0" else b"\0" * (100 + len(tag))))
+    _drop(watch, staging, names[0], lambda p: p.write_bytes(b"\0" * (100 * index)))  # index 0: empty
     _drop(watch, staging, names[1], lambda p: p.write_bytes(os.urandom(4096)))
     real = tiny_mlp_onnx(staging / "whole.onnx", seed=10_000).read_bytes()
     _drop(watch, staging, names[2], lambda p: p.write_bytes(real[: len(real) // 3] + tag.encode()))
     _drop(watch, staging, names[3], lambda p: corrupt_onnx(p).write_bytes(p.read_bytes() + tag.encode()))
     target = staging / f"elsewhere-{tag}.onnx"
-    tiny_mlp_onnx(target, seed=20_000 + len(tag))
+    tiny_mlp_onnx(target, seed=20_000 + index)  # the daemon hashes what a link points at
     (watch / names[4]).symlink_to(target)
     return names
 
@@ -101,7 +102,7 @@ def main() -> None:
                 name = f"good model {k:02d}.onnx"
                 _drop(watch, staging, name, lambda p, k=k: tiny_mlp_onnx(p, seed=k))
                 good.append(name)
-            bad += _bad_files(watch, staging, f"r{round_index}")
+            bad += _bad_files(watch, staging, round_index)
             delay = rng.uniform(2.0, 25.0)
             time.sleep(delay)
             state_seen = None
