@@ -138,18 +138,36 @@ def lead_group_tied_to_parent(poll_seconds: float = 0.5) -> None:
 
     The group holds the child and the TVM helpers it starts, so the parent can stop all of them
     (`signal_group`). If the daemon itself is killed (SIGKILL, OOM), nobody would stop them: a
-    job would go on measuring beside the restarted daemon's rerun of it. A thread notices the
-    parent change (the child is re-parented) and takes the whole group down.
+    job would go on measuring beside the restarted daemon's rerun of it. A forked watcher
+    process (not a thread: a long native call in the job, TVM's search or LLVM, holds the GIL
+    for seconds) notices the job being re-parented and takes the whole group down; it exits on
+    its own when the job does.
     """
     os.setpgid(0, 0)
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
+    parent, job = os.getppid(), os.getpid()
+    if os.fork() != 0:
+        return
+    try:  # the watcher: nothing of the job's but its group
+        os.closerange(3, 1 << 16)  # the job's pipe to the daemon must read EOF when the job dies
+        while True:
+            job_parent = _parent_of(job)
+            if job_parent is None:  # the job is gone
+                os._exit(0)
+            if job_parent != parent:  # the daemon died and the job was re-parented
+                os.killpg(0, signal.SIGKILL)
             time.sleep(poll_seconds)
-        os.killpg(0, signal.SIGKILL)
+    finally:
+        os._exit(0)
 
-    threading.Thread(target=watch, name="orphan-watch", daemon=True).start()
+
+def _parent_of(pid: int) -> int | None:
+    """The parent pid of `pid` from /proc, or None once it is gone (or a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, ...
+    return None if fields[0] == "Z" else int(fields[1])
 
 
 def signal_group(process: multiprocessing.process.BaseProcess, sig: signal.Signals) -> None:
