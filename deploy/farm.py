@@ -49,7 +49,8 @@ def check_farm(runner: RunnerOptions) -> None:
         summary = tracker_summary(runner)
     except Exception as err:  # OSError, TVM's RPC errors
         raise PipelineError(f"tuning farm: tracker {where} unreachable ({type(err).__name__}: {err})") from err
-    if not farm_devices(summary).get(runner.device_key):
-        keys = sorted(farm_devices(summary))
+    devices = farm_devices(summary)
+    if not devices.get(runner.device_key):
+        keys = sorted(devices)
         raise PipelineError(f"tuning farm: tracker {where} has no device with key {runner.device_key!r} "
                             f"(keys there: {keys or 'none'})")
