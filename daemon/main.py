@@ -23,7 +23,7 @@ from daemon.distiller import Distiller, RoundSpec
 from daemon.platforms import PlatformEntry, summarise_all
 from daemon.notify import SystemdNotify, WatchdogPinger, watchdog_interval
 from daemon.queue import RUNNING_STAGES, Job, JobQueue, input_problem
-from deploy.intake import sha256_of
+from deploy.intake import link_id, sha256_of, symlink_refusal
 from deploy.layout import database_dir
 from daemon.status import DaemonInfo, DaemonState, ModelEntry, StatusFile, write_status
 from daemon.watcher import Watcher
@@ -209,6 +209,9 @@ class Daemon:
         self._stop_requested = True  # only a flag: the loop does the work, outside the handler
 
     def _admit(self, path: Path) -> None:
+        if path.is_symlink():  # refused here, before anything reads what it points at
+            self._refuse_link(path)
+            return
         try:
             sha256 = sha256_of(path)
         except FileNotFoundError:
@@ -224,6 +227,15 @@ class Daemon:
         known = self.queue.by_sha256(sha256)
         if known is not None and known.path != path:
             log.info("%s has the content of job %d (%s, %s): not queued again", path.name, known.id, known.path.name, known.state)
+
+    def _refuse_link(self, path: Path) -> None:
+        try:
+            job = self.queue.enqueue(path, link_id(path))
+        except OSError:  # the link vanished between the event and now
+            return
+        if job is not None:
+            self.queue.mark_failed(job.id, symlink_refusal(path))
+            log.warning("job %d: failed: %s", job.id, symlink_refusal(path))
 
     def _start_next_job(self) -> None:
         while (job := self.queue.next_queued()) is not None:

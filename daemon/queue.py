@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from deploy.artifact import Latency
-from deploy.intake import sha256_of
+from deploy.intake import sha256_of, symlink_refusal
 from deploy.options import Stage
 
 SCHEMA_VERSION = 1
@@ -228,7 +228,9 @@ def _job(row: sqlite3.Row) -> Job:
 
 
 def input_problem(job: Job) -> str | None:
-    """Why `job` cannot run as queued (its file vanished or changed), or None if it can."""
+    """Why `job` cannot run as queued (its file vanished, changed or became a link), or None if it can."""
+    if job.path.is_symlink():
+        return symlink_refusal(job.path)
     try:
         sha256 = sha256_of(job.path)
     except FileNotFoundError:

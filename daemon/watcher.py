@@ -28,7 +28,7 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 from watchdog.observers.api import BaseObserver
-from watchdog.observers.polling import PollingObserver
+from watchdog.observers.polling import PollingObserverVFS
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,9 @@ class _InboxHandler(FileSystemEventHandler):
                 self._put(event.dest_path, "complete")
         elif isinstance(event, FileClosedEvent):
             self._put(event.src_path, "complete")
+        elif isinstance(event, FileCreatedEvent) and os.path.islink(event.src_path):
+            # symlink(2) is atomic and never closes a written file: complete at once (to be refused).
+            self._put(event.src_path, "complete")
         elif self._polling and isinstance(event, (FileCreatedEvent, FileModifiedEvent)):
             # The polling observer never reports a close, so these start (or restart) the settle check.
             self._put(event.src_path, "changed")
@@ -113,7 +116,7 @@ class Watcher:
         settle_seconds: float,
         force_polling: bool = False,
         poll_interval_seconds: float = 1.0,
-        stat: Callable[[Path], os.stat_result] = os.stat,
+        stat: Callable[[Path], os.stat_result] = os.lstat,  # a link is settled as a link, target unread
     ) -> None:
         self.watch_dir = Path(watch_dir).absolute()
         self.inbox = EventInbox()
@@ -140,7 +143,8 @@ class Watcher:
 
     def _start_observer(self, *, polling: bool) -> BaseObserver:
         if polling:
-            observer: BaseObserver = PollingObserver(timeout=self._poll_interval)
+            # lstat, not stat: a link (dangling or not) is seen as itself, to be refused.
+            observer: BaseObserver = PollingObserverVFS(os.lstat, os.scandir, polling_interval=self._poll_interval)
         else:
             from watchdog.observers.inotify import InotifyObserver  # Linux only; the fallback covers the rest
 
@@ -154,7 +158,7 @@ class Watcher:
     def scan(self, now: float) -> None:
         """Put every model file already in the folder under the settle check (files dropped while down)."""
         for entry in sorted(self.watch_dir.iterdir()):
-            if entry.is_file() and is_model_candidate(entry):
+            if (entry.is_file() or entry.is_symlink()) and is_model_candidate(entry):  # links: refused with a reason
                 self._track(entry, now)
 
     def ready_paths(self, now: float) -> list[Path]:

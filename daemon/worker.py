@@ -144,7 +144,12 @@ def lead_group_tied_to_parent(poll_seconds: float = 0.5) -> None:
     its own when the job does.
     """
     os.setpgid(0, 0)
-    parent, job = os.getppid(), os.getpid()
+    # The daemon's pid as multiprocessing recorded it at spawn, not getppid(): a daemon killed while
+    # this child was still starting up has already left it re-parented, and must count as dead.
+    spawned_by = multiprocessing.parent_process()
+    parent, job = (spawned_by.pid if spawned_by is not None else os.getppid()), os.getpid()
+    if os.getppid() != parent:
+        os.killpg(0, signal.SIGKILL)
     if os.fork() != 0:
         return
     try:  # the watcher: nothing of the job's but its group

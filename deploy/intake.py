@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,12 +59,30 @@ class ModelSpec:
 
 
 def sha256_of(path: Path) -> str:
-    """Hex sha256 of a file's content, read in chunks (models can be large)."""
+    """Hex sha256 of a file's content, read in chunks (models can be large).
+
+    Opened with O_NOFOLLOW: a symbolic link raises OSError (ELOOP) and its target is never read.
+    """
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def symlink_refusal(path: Path) -> str:
+    """The one-line reason a symbolic link in the drop folder is refused."""
+    return f"{Path(path).name} is a symbolic link; copy the model itself into the watch folder"
+
+
+def link_id(path: Path) -> str:
+    """A stable id for a symbolic link that never reads its target: sha256 of its path and target text.
+
+    The job queue keys entries by content hash; a link has no content of its own, so its entry is
+    keyed by what it is (this path, pointing there), and the same link seen twice is one entry.
+    """
+    text = f"symlink\0{Path(path)}\0{os.readlink(path)}"
+    return hashlib.sha256(os.fsencode(text)).hexdigest()
 
 
 def load_model(path: Path, *, limits: IntakeLimits = IntakeLimits()) -> ModelSpec:
@@ -75,7 +94,7 @@ def load_model(path: Path, *, limits: IntakeLimits = IntakeLimits()) -> ModelSpe
     """
     path = Path(path)
     if path.is_symlink():
-        raise IntakeError(f"{path.name} is a symbolic link; copy the model itself into the watch folder")
+        raise IntakeError(symlink_refusal(path))
     if not path.is_file():
         raise IntakeError(f"{path}: no such file")
     size = path.stat().st_size

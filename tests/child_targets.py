@@ -7,6 +7,7 @@ daemon test mix good, failing, crashing and hanging jobs:
   wait*      -> report, then succeed once `<state_dir>/release` exists
 `always_succeed` ignores the name (a restarted daemon finishing what a `hang` job left);
 `count_runs` succeeds and logs each run, to prove nothing is processed twice.
+`full_disk_pipeline` and `kill_daemon_in_import_then_build` run the real pipeline under a fault.
 """
 
 from __future__ import annotations
@@ -75,6 +76,28 @@ def full_disk_pipeline(model_path: Path, *, output_dir: Path, state_dir: Path, o
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit then fail with EFBIG
     resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 1024, 16 * 1024))
     return run_pipeline(model_path, output_dir=output_dir, state_dir=state_dir, options=options, on_progress=on_progress)
+
+
+def kill_daemon_in_import_then_build(model_path: Path, *, output_dir: Path, state_dir: Path, options,
+                                     on_progress) -> Manifest:
+    """The real pipeline, SIGKILLing the daemon (this child's parent) once as import starts, once as build starts.
+
+    Each kill happens once (a marker in state_dir remembers it), so the first run dies while TVM
+    imports, the second after tuning as the build begins, and the third runs to the end. The
+    pipeline goes on after the kill until the daemon's orphan watch takes its process group down,
+    as a real job would.
+    """
+    from deploy.pipeline import run_pipeline
+
+    def report(progress: Progress) -> None:
+        on_progress(progress)
+        moment = "import" if progress.stage == "tuning" and progress.trials_done == 0 else progress.stage
+        marker = Path(state_dir) / f"daemon-killed-at-{moment}"
+        if moment in ("import", "building") and not marker.exists():
+            marker.write_text(str(os.getpid()))
+            os.kill(os.getppid(), signal.SIGKILL)
+
+    return run_pipeline(model_path, output_dir=output_dir, state_dir=state_dir, options=options, on_progress=report)
 
 
 def _manifest(model_path: Path, output_dir: Path) -> Manifest:

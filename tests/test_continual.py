@@ -140,3 +140,57 @@ def test_daemon_distils_after_a_job_and_the_next_job_uses_the_new_student(daemon
     manifest = json.loads((Path(second.artifact_dir) / "manifest.json").read_text())
     assert manifest["cost_model"] == "tcl" and manifest["student"]["source"] == "state"
     assert manifest["student"]["version"] == 1 and manifest["platform"] == platform.name
+
+
+def test_sigkill_of_the_daemon_during_a_round_leaves_no_half_version_and_a_restart_redoes_it(tmp_path, measured):
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tests.waiting import wait_until
+
+    state = _state(tmp_path, measured)
+    config = tmp_path / "config.toml"
+    config.write_text(f'watch_dir = "{tmp_path / "watch"}"\noutput_dir = "{tmp_path / "out"}"\n'
+                      f'state_dir = "{state}"\nsettle_seconds = 0.3\ntick_seconds = 0.05\n'
+                      "[distill]\nmin_new_records = 4\nsteps = 40\ntolerance = 1.0\n")
+    command = [sys.executable, "-m", "tests.daemon_entry", str(config)]
+    repo = Path(__file__).resolve().parents[1]
+
+    def platform_entry():
+        status_file = state / "status.json"
+        if not status_file.exists():
+            return None
+        return next((p for p in read_status(status_file).platforms if p.name == PLATFORM), None)
+
+    killed = subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: (entry := platform_entry()) is not None and entry.distilling, timeout=60,
+                   what="a round under way")
+        round_pids = [child.pid for child in psutil.Process(killed.pid).children()
+                      if "spawn_main" in " ".join(child.cmdline())]  # not multiprocessing's resource tracker
+        assert len(round_pids) == 1
+    finally:
+        killed.kill()  # SIGKILL, mid-round
+    killed.wait(timeout=30)
+    for pid in round_pids:  # the round went with the daemon
+        wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
+                   timeout=10, what=f"round process {pid} to be gone")
+    assert history(state, PLATFORM) == []  # the killed round decided nothing
+    assert not (state / "students" / PLATFORM).exists()  # and promoted nothing
+
+    restarted = subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        entry = wait_until(lambda: (e := platform_entry()) is not None and e.last_round is not None and e,
+                           timeout=240, what="the round redone after the restart")
+        restarted.send_signal(signal.SIGTERM)
+        restarted.wait(timeout=30)
+    finally:
+        restarted.kill()
+    assert entry.last_round.decision == "promoted", entry.last_round.reason
+    assert [row["decision"] for row in history(state, PLATFORM)] == ["promoted"]
+    folders = sorted(path.name for path in versions_dir(state, PLATFORM).iterdir())
+    assert folders == ["history.jsonl", "v1"]  # no half-made version left beside the promoted one
+    assert (versions_dir(state, PLATFORM) / "v1" / "student.pt").stat().st_size > 0

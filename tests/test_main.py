@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ import psutil
 import pytest
 
 from daemon.status import StatusFile, read_status
+from tcl_core.continual import record_count
 from tests import child_targets
 from tests.models import corrupt_onnx, tiny_mlp_onnx
 from tests.waiting import step_until, wait_until
@@ -150,14 +152,14 @@ def test_status_is_rewritten_on_heartbeat_only_when_nothing_changes(daemon_confi
 # --- real processes and signals ---
 
 
-def _write_config(tmp_path: Path, **extra) -> Path:
+def _write_config(tmp_path: Path, tuning: str = "trials = 0\ntiming_repeats = 3", **extra) -> Path:
     values = {
         "watch_dir": tmp_path / "watch", "output_dir": tmp_path / "out", "state_dir": tmp_path / "state",
         "settle_seconds": 0.3, "tick_seconds": 0.05, "stop_grace_seconds": 2.0, **extra,
     }
     lines = [f'{key} = {value!r}' if not isinstance(value, Path) else f'{key} = "{value}"' for key, value in values.items()]
     path = tmp_path / "config.toml"
-    path.write_text("\n".join(lines) + "\n[tuning]\ntrials = 0\ntiming_repeats = 3\n")
+    path.write_text("\n".join(lines) + f"\n[tuning]\n{tuning}\n")
     return path
 
 
@@ -285,6 +287,42 @@ def test_cli_daemon_tunes_a_dropped_model_end_to_end(tmp_path):
     assert process.returncode == 0, stderr
 
 
+def _measurements(state_dir: Path) -> int:
+    return sum(record_count(path.parent) for path in state_dir.rglob("database_tuning_record.json"))
+
+
+def test_sigkill_of_the_daemon_in_import_and_in_build_loses_nothing_and_a_restart_finishes(tmp_path):
+    config = _write_config(tmp_path, tuning='trials = 8\ntrials_per_iter = 4\npopulation = 16\n'
+                                            'cost_model = "random"\ntiming_repeats = 3')
+    state, out = tmp_path / "state", tmp_path / "out"
+    (tmp_path / "watch").mkdir()
+    os.rename(tiny_mlp_onnx(tmp_path / "tiny.onnx"), tmp_path / "watch" / "tiny.onnx")
+    command = [sys.executable, "-m", "tests.daemon_entry", str(config), "kill_daemon_in_import_then_build"]
+    measured_before_build = 0
+    for moment in ("import", "building"):  # the job's pipeline SIGKILLs the daemon at that moment, once
+        killed = _start(command, tmp_path)
+        _, stderr = killed.communicate(timeout=240)
+        assert killed.returncode == -signal.SIGKILL, stderr
+        _wait_gone([int((state / f"daemon-killed-at-{moment}").read_text())], timeout=10)  # the job went too
+        measured_before_build = _measurements(state)
+    assert measured_before_build >= 4  # the second run tuned before the build began
+
+    restarted = _start(command, tmp_path)
+    try:
+        status = _status_when(state / "status.json", lambda s: s.models and s.models[0].state in ("done", "failed"),
+                              timeout=240)
+        restarted.send_signal(signal.SIGTERM)
+        restarted.communicate(timeout=30)
+    finally:
+        restarted.kill()
+    entry = status.models[0]
+    assert (entry.name, entry.state, entry.error) == ("tiny", "done", None)
+    assert sorted(path.name for path in out.iterdir()) == [Path(entry.artifact_dir).name]  # no staging, no half copy
+    manifest = json.loads((Path(entry.artifact_dir) / "manifest.json").read_text())
+    assert manifest["verification"]["passed"] and (Path(entry.artifact_dir) / "model.so").stat().st_size > 0
+    assert _measurements(state) >= measured_before_build  # what reached the database stayed there
+
+
 def test_fifty_models_dropped_while_stopped_and_at_once_are_each_processed_once(daemon_factory, daemon_config):
     config = daemon_config()
     config.watch_dir.mkdir(parents=True)
@@ -352,3 +390,21 @@ def test_a_file_replaced_while_it_is_tuned_becomes_a_second_job(daemon_factory):
     assert (first.name, second.name) == ("wait", "wait")  # the same name, two contents, each tuned once
     assert first.sha256 != second.sha256 and {first.sha256, second.sha256} == {
         hashlib.sha256(b"first version").hexdigest(), hashlib.sha256(b"second version").hexdigest()}
+
+
+def test_a_symlink_is_refused_at_admission_without_reading_its_target(daemon_factory, tmp_path):
+    daemon = daemon_factory()
+    watch = daemon.config.watch_dir
+    target = tmp_path / "secret.onnx"
+    target.write_bytes(b"outside the drop folder")
+    (watch / "link.onnx").symlink_to(target)
+    (watch / "dangling.onnx").symlink_to(tmp_path / "nowhere.onnx")
+    _drop(Path("after.onnx"), b"fine", watch)
+    step_until(daemon, lambda: _state_of(daemon, "after") == "done")
+    step_until(daemon, lambda: _state_of(daemon, "dangling") == "failed")
+    models = _models(daemon)
+    for name in ("link", "dangling"):
+        assert models[name].state == "failed"
+        assert models[name].error == f"{name}.onnx is a symbolic link; copy the model itself into the watch folder"
+        assert models[name].sha256 != hashlib.sha256(b"outside the drop folder").hexdigest()
+        assert models[name].trials_done == 0

@@ -131,6 +131,18 @@ def test_startup_scan_settles_by_injected_clock(watch_dir):
     assert watcher.ready_paths(now=200.0) == []  # reported once
 
 
+@pytest.mark.parametrize("polling", [False, True])
+def test_a_symlink_is_reported_as_itself_live_and_at_startup(watcher_factory, watch_dir, tmp_path, polling):
+    """Links are reported (to be refused by the daemon), dangling ones too; nothing reads the target."""
+    (watch_dir / "old-link.onnx").symlink_to(tmp_path / "nowhere.onnx")  # dangling, there before start
+    watcher = watcher_factory(force_polling=polling, poll_interval_seconds=0.1)
+    watcher.scan(now=time.time())
+    (watch_dir / "new-link.onnx").symlink_to(tmp_path / "missing-too.onnx")
+    seen: set[Path] = set()
+    wait_until(lambda: seen.update(watcher.ready_paths(time.time())) or len(seen) == 2, what="both links")
+    assert seen == {watch_dir / "old-link.onnx", watch_dir / "new-link.onnx"}
+
+
 def test_vanished_file_is_dropped_from_settle_check(watch_dir):
     gone = watch_dir / "gone.onnx"
     gone.write_bytes(b"x")
