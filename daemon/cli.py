@@ -39,10 +39,11 @@ def tune(
 
     overrides: dict = {"trials": trials, "cost_model": cost_model, "student": student}
     if tracker is not None or device_key is not None:
-        host, _, port = (tracker or "").rpartition(":")
-        if not host or not port.isdigit() or device_key is None:
+        address = _host_port(tracker or "")
+        if address is None or device_key is None:
             _fail("a tuning farm needs --tracker HOST:PORT and --device-key KEY")
-        overrides["runner"] = {"kind": "rpc", "tracker_host": host, "tracker_port": int(port), "device_key": device_key}
+        overrides["runner"] = {"kind": "rpc", "tracker_host": address[0], "tracker_port": address[1],
+                               "device_key": device_key}
     if target is not None:
         try:
             overrides["target"] = json.loads(target)
@@ -93,6 +94,12 @@ def _progress_reporter(label: str):
                        completed=progress.trials_done, total=progress.trials_total or None)
 
         yield report
+
+
+def _host_port(text: str) -> tuple[str, int] | None:
+    """`HOST:PORT` -> (host, port); None when either part is missing or the port is not a number."""
+    host, _, port = text.rpartition(":")
+    return (host, int(port)) if host and port.isdigit() else None
 
 
 def _fail(message: str) -> NoReturn:
@@ -437,10 +444,10 @@ def farm_status_command(
     from deploy.options import RunnerOptions
 
     if tracker is not None:
-        host, _, port = tracker.rpartition(":")
-        if not host or not port.isdigit():
+        address = _host_port(tracker)
+        if address is None:
             _fail(f"--tracker must be HOST:PORT, got {tracker!r}")
-        runner = RunnerOptions(tracker_host=host, tracker_port=int(port))
+        runner = RunnerOptions(tracker_host=address[0], tracker_port=address[1])
     else:
         try:
             runner = load_config(config or DEFAULT_CONFIG).runner

@@ -52,3 +52,14 @@ def test_example_writes_a_valid_model(tmp_path):
     assert result.returncode == 0, result.stderr
     onnx.checker.check_model(onnx.load(str(tmp_path / "m.onnx")))
     assert _run("example", "resnet9000", "--out", str(tmp_path / "x.onnx")).returncode == 1
+
+
+def test_a_malformed_tracker_address_is_refused_before_any_work(tmp_path):
+    model = tiny_mlp_onnx(tmp_path / "tiny.onnx")
+    tune = _run("tune", str(model), "--out", str(tmp_path / "out"), "--tracker", "no-port", "--device-key", "k",
+                timeout=120)
+    assert tune.returncode == 1
+    assert "a tuning farm needs --tracker HOST:PORT and --device-key KEY" in tune.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    farm = _run("farm", "status", "--tracker", "host:port", timeout=120)
+    assert farm.returncode == 1 and "--tracker must be HOST:PORT, got 'host:port'" in farm.stderr
