@@ -105,12 +105,14 @@ def emit(staging_dir: Path, output_dir: Path, manifest: Manifest) -> Path:
 def staging_dir_for(output_dir: Path) -> Path:
     """A fresh hidden folder inside `output_dir`, so the final rename is atomic.
 
-    Its name carries our pid; leftovers of processes that are gone (a worker killed mid-build)
-    are removed here, so a stopped job never leaves debris in the output folder for long.
+    Its name carries our pid; leftovers of processes that are gone (a worker killed mid-build, or
+    between `emit`'s two renames, which leaves the replaced artifact as `.<name>.old-<pid>`) are
+    removed here, so a stopped job never leaves debris in the output folder for long.
     """
     output_dir.mkdir(parents=True, exist_ok=True)
-    for leftover in output_dir.glob(".staging-*-*"):
-        pid = leftover.name.split("-")[1]
+    leftovers = [(path, path.name.split("-")[1]) for path in output_dir.glob(".staging-*-*")]
+    leftovers += [(path, path.name.rpartition(".old-")[2]) for path in output_dir.glob(".*.old-*")]
+    for leftover, pid in leftovers:
         if pid.isdigit() and not _pid_alive(int(pid)):
             shutil.rmtree(leftover, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f".staging-{os.getpid()}-", dir=output_dir))

@@ -37,7 +37,9 @@ def test_staging_folders_of_dead_processes_are_removed(tmp_path):
     stale = tmp_path / f".staging-{dead.stdout.strip()}-abc"
     stale.mkdir()
     (stale / "model.so").write_bytes(b"half")
+    replaced = tmp_path / f".tiny-0123abcd.old-{dead.stdout.strip()}"  # killed between emit's two renames
+    replaced.mkdir()
     mine = staging_dir_for(tmp_path)
-    assert not stale.exists() and mine.exists()
+    assert not stale.exists() and not replaced.exists() and mine.exists()
     again = staging_dir_for(tmp_path)  # our own (live) staging folder is left alone
     assert mine.exists() and again.exists()
