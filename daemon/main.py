@@ -234,8 +234,9 @@ class Daemon:
         except OSError:  # the link vanished between the event and now
             return
         if job is not None:
-            self.queue.mark_failed(job.id, symlink_refusal(path))
-            log.warning("job %d: failed: %s", job.id, symlink_refusal(path))
+            reason = symlink_refusal(path)
+            self.queue.mark_failed(job.id, reason)
+            log.warning("job %d: failed: %s", job.id, reason)
 
     def _start_next_job(self) -> None:
         while (job := self.queue.next_queued()) is not None:

@@ -149,7 +149,7 @@ def test_sigkill_of_the_daemon_during_a_round_leaves_no_half_version_and_a_resta
 
     import psutil
 
-    from tests.waiting import wait_until
+    from tests.waiting import wait_gone, wait_until
 
     state = _state(tmp_path, measured)
     config = tmp_path / "config.toml"
@@ -175,9 +175,7 @@ def test_sigkill_of_the_daemon_during_a_round_leaves_no_half_version_and_a_resta
     finally:
         killed.kill()  # SIGKILL, mid-round
     killed.wait(timeout=30)
-    for pid in round_pids:  # the round went with the daemon
-        wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
-                   timeout=10, what=f"round process {pid} to be gone")
+    wait_gone(round_pids, timeout=10)  # the round went with the daemon
     assert history(state, PLATFORM) == []  # the killed round decided nothing
     assert not (state / "students" / PLATFORM).exists()  # and promoted nothing
 

@@ -20,7 +20,7 @@ from daemon.status import StatusFile, read_status
 from tcl_core.continual import record_count
 from tests import child_targets
 from tests.models import corrupt_onnx, tiny_mlp_onnx
-from tests.waiting import step_until, wait_until
+from tests.waiting import step_until, wait_gone, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -231,12 +231,6 @@ def _daemon_tuning_a_hanging_job(tmp_path: Path) -> tuple[subprocess.Popen, Path
     return process, config, [p.pid for p in psutil.Process(process.pid).children()] + [int(helper)]
 
 
-def _wait_gone(pids: list[int], timeout: float) -> None:
-    for pid in pids:
-        wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE,
-                   timeout=timeout, what=f"process {pid} to be gone")
-
-
 def test_sigterm_puts_the_running_job_back_to_queued(tmp_path):
     process, _, job_pids = _daemon_tuning_a_hanging_job(tmp_path)
     try:
@@ -248,7 +242,7 @@ def test_sigterm_puts_the_running_job_back_to_queued(tmp_path):
     status = read_status(tmp_path / "state" / "status.json")
     assert status.daemon.state == "stopped"
     assert [(m.name, m.state) for m in status.models] == [("hang", "queued")]
-    _wait_gone(job_pids, timeout=5)
+    wait_gone(job_pids, timeout=5)
 
 
 # --- with the real pipeline (TVM in the worker, trials=0) ---
@@ -303,7 +297,7 @@ def test_sigkill_of_the_daemon_in_import_and_in_build_loses_nothing_and_a_restar
         killed = _start(command, tmp_path)
         _, stderr = killed.communicate(timeout=240)
         assert killed.returncode == -signal.SIGKILL, stderr
-        _wait_gone([int((state / f"daemon-killed-at-{moment}").read_text())], timeout=10)  # the job went too
+        wait_gone([int((state / f"daemon-killed-at-{moment}").read_text())], timeout=10)  # the job went too
         measured_before_build = _measurements(state)
     assert measured_before_build >= 4  # the second run tuned before the build began
 
@@ -349,7 +343,7 @@ def test_sigkill_of_the_daemon_takes_its_job_down_and_a_restart_finishes_it(tmp_
     status_file = tmp_path / "state" / "status.json"
     process.kill()  # SIGKILL: no handler runs, nothing is cleaned up by the daemon
     process.communicate(timeout=30)
-    _wait_gone(job_pids, timeout=10)  # the job and its helper notice and go, instead of measuring on unattended
+    wait_gone(job_pids, timeout=10)  # the job and its helper notice and go, instead of measuring on unattended
 
     restarted = _start([sys.executable, "-m", "tests.daemon_entry", str(config), "count_runs"], tmp_path)
     try:

@@ -13,7 +13,7 @@ from daemon.worker import Failed, JobSpec, Succeeded, Worker
 from deploy.options import Progress, TuningOptions
 from tests import child_targets
 from tests.models import corrupt_onnx, tiny_mlp_onnx
-from tests.waiting import wait_until
+from tests.waiting import wait_gone, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -83,14 +83,7 @@ def test_stop_kills_the_child_and_its_helpers(tmp_path):
 
     assert worker.stop(grace_seconds=2.0) == (7, None)  # no outcome: the caller re-queues it
     assert worker.running_job_id is None
-    wait_until(lambda: not _alive(helper_pid), timeout=5, what="TVM-like helper process to be gone")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+    wait_gone([helper_pid], timeout=5)  # the TVM-like helper went with the job
 
 
 def test_daemon_process_never_imports_tvm():

@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import psutil
+
 T = TypeVar("T")
 
 
@@ -29,3 +31,17 @@ def step_until(daemon, condition: Callable[[], T], *, timeout: float = 20.0, wha
         return condition()
 
     return wait_until(stepped, timeout=timeout, what=what)
+
+
+def process_alive(pid: int) -> bool:
+    """True while `pid` runs; a zombie (dead, not yet reaped) counts as gone."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_gone(pids: list[int], *, timeout: float) -> None:
+    """Fail the test unless every process in `pids` is gone within `timeout` seconds."""
+    for pid in pids:
+        wait_until(lambda: not process_alive(pid), timeout=timeout, what=f"process {pid} to be gone")
