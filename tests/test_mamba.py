@@ -12,6 +12,7 @@ from tcl_core.mamba import (
     MambaBlock,
     MambaConfig,
     ResidualMamba,
+    selective_scan_inference,
     selective_scan_parallel,
     selective_scan_sequential,
 )
@@ -38,6 +39,30 @@ def test_parallel_scan_matches_sequential(length):
     got = selective_scan_parallel(*inputs)
     assert got.shape == (2, length, 6)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("length", [1, 2, 7, 33])
+def test_inference_scan_matches_sequential_and_leaves_its_inputs_alone(length):
+    torch.manual_seed(10 + length)
+    inputs = _scan_inputs(length)
+    copies = [t.clone() for t in inputs]
+    got = selective_scan_inference(*inputs)  # in place on its own buffers only
+    torch.testing.assert_close(got, selective_scan_sequential(*inputs), atol=1e-5, rtol=1e-5)
+    for before, after in zip(copies, inputs):
+        assert torch.equal(before, after)
+
+
+def test_block_scores_the_same_with_autograd_off_as_on():
+    """Without autograd the block takes the in-place scan; it must agree with the training path."""
+    torch.manual_seed(11)
+    block = MambaBlock(SMALL, sequential=True)
+    x = torch.randn(4, 9, SMALL.d_model)  # (b, l, d)
+    mask = torch.arange(9) < torch.tensor([[9], [5], [1], [9]])  # (b, l)
+    with_grad = block(x, mask)
+    assert with_grad.requires_grad  # the reference loop, differentiable
+    with torch.inference_mode():
+        without = block(x, mask)
+    torch.testing.assert_close(without, with_grad.detach(), atol=1e-5, rtol=1e-5)
 
 
 def test_parallel_scan_gradients_match_sequential():
