@@ -5,7 +5,9 @@
 
 `efficiency`: students trained from scratch on the platform's train split, on all of it, on 10%
 of each task's candidates picked by the RDU sampler, and on 10% picked at random; TenSet top-1 /
-top-5 on the held-out (eval split) models. RDU's embeddings come from `--embed-with` (a student
+top-5 on the held-out (eval split) models. With `--teacher` (another platform's student), the
+same three subsets as TCL uses them on a new platform, `+distil`: start from the teacher, train
+with the ranking loss plus distillation towards it (tcl_core.distill), and the teacher untouched. RDU's embeddings come from `--embed-with` (a student
 from another platform) or, without one, from the raw features (tcl_core.rdu). Random picks and
 training seeds vary over `--seeds`; the RDU picks are deterministic, its training seed varies.
 
@@ -56,25 +58,43 @@ def _scores(model, tasks) -> dict:
     return {key: round(report[key], 4) for key in ("top1", "top5", "pairwise_accuracy", "random_top1", "random_top5")}
 
 
+SCRATCH_METHODS = ("full", "rdu", "random")
+TEACHER_METHODS = ("teacher", "full+distil", "rdu+distil", "random+distil")
+
+
 def efficiency(args) -> dict:
     train, held_out = _load(args.data)
-    embedder = open_student(args.embed_with) if args.embed_with else None
+    teacher = open_student(args.teacher) if args.teacher else None
+    embed_with = args.embed_with or args.teacher  # TCL embeds a new platform's pool with the previous student
+    embedder = open_student(embed_with) if embed_with else None
+    methods = args.methods or (TEACHER_METHODS if teacher else SCRATCH_METHODS)
+    if teacher is None and any(m in TEACHER_METHODS for m in methods):
+        raise SystemExit(f"methods {', '.join(TEACHER_METHODS)} need --teacher")
     rows = []
     for seed in args.seeds:
-        for method in ("full", "rdu", "random"):
-            if method == "full" and seed != args.seeds[0] and not args.all_seeds_full:
+        for method in methods:
+            picked_once = method in ("full", "full+distil", "teacher")  # nothing random to vary but training
+            if picked_once and seed != args.seeds[0] and not args.all_seeds_full:
                 continue
             started = time.perf_counter()
-            tasks = train if method == "full" else select_subset(train, args.fraction, method=method,
-                                                                 student=embedder, seed=seed)
+            pick = method.removesuffix("+distil")
+            tasks = train if pick in ("full", "teacher") else select_subset(
+                train, args.fraction, method=pick, student=embedder, seed=seed)
             pick_seconds = time.perf_counter() - started
-            student, _ = distil_student(None, tasks, config=DistillConfig(steps=args.steps, seed=seed))
-            row = {"method": method, "seed": seed, "records": sum(t.size for t in tasks),
+            if method == "teacher":
+                student = teacher  # zero-shot: the other platform's student, untouched
+            elif method.endswith("+distil"):  # TCL: start from the teacher, rank loss + distillation on the pool
+                student, _ = distil_student(teacher, tasks, pool=train, config=DistillConfig(
+                    steps=args.steps, seed=seed, alpha=args.alpha))
+            else:
+                student, _ = distil_student(None, tasks, config=DistillConfig(steps=args.steps, seed=seed))
+            row = {"method": method, "seed": seed, "records": 0 if method == "teacher" else sum(t.size for t in tasks),
                    "pick_seconds": round(pick_seconds, 1), **_scores(student, held_out)}
             print(json.dumps(row), flush=True)
             rows.append(row)
     return {"data": str(args.data), "fraction": args.fraction, "steps": args.steps,
-            "embed_with": str(args.embed_with) if args.embed_with else None,
+            "embed_with": str(embed_with) if embed_with else None,
+            "teacher": str(args.teacher) if args.teacher else None, "alpha": args.alpha if teacher else None,
             "train_records": sum(t.size for t in train), "eval_records": sum(t.size for t in held_out), "rows": rows}
 
 
@@ -183,10 +203,14 @@ def _markdown(mode: str, result: dict, command: str) -> str:
     lines = [f"# Continual learning: {mode}", "", f"Command: `{command}`", ""]
     if mode == "efficiency":
         lines += [f"Data `{result['data']}`: {result['train_records']} train records, {result['eval_records']} held-out "
-                  f"records (eval split); {result['steps']} steps from scratch; embeddings for RDU: "
-                  f"{result['embed_with'] or 'raw features'}.", "",
+                  f"records (eval split); {result['steps']} steps; embeddings for RDU: "
+                  f"{result['embed_with'] or 'raw features'}. "
+                  + (f"`+distil` rows start from the teacher {result['teacher']} and train with the ranking loss "
+                     f"plus distillation (alpha {result['alpha']}) on the unlabelled train pool; `teacher` is "
+                     "that student untouched. " if result.get("teacher") else "")
+                  + "Other rows train from scratch.", "",
                   "| method | records | top-1 | top-5 | pairwise | seeds |", "|---|---|---|---|---|---|"]
-        for method in ("full", "rdu", "random"):
+        for method in dict.fromkeys(r["method"] for r in result["rows"]):
             rows = [r for r in result["rows"] if r["method"] == method]
             if not rows:
                 continue
@@ -217,6 +241,10 @@ def main() -> None:
     eff.add_argument("--embed-with", type=Path)
     eff.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     eff.add_argument("--all-seeds-full", action="store_true", help="train the 100%% student once per seed too")
+    eff.add_argument("--teacher", type=Path, help="another platform's student: adds the distilled rows")
+    eff.add_argument("--alpha", type=float, default=DistillConfig.alpha, help="distillation weight for +distil")
+    eff.add_argument("--methods", nargs="+", choices=SCRATCH_METHODS + TEACHER_METHODS,
+                     help="default: the scratch ones, or with --teacher the teacher ones")
     tra = sub.add_parser("transfer")
     tra.add_argument("--sequence", type=Path, nargs="+", required=True)
     tra.add_argument("--seed", type=int, default=0)
