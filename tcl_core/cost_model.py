@@ -4,6 +4,12 @@ It converts and delegates: candidates -> trace feature sequences (`features.trac
 runner results -> per-task labels (`student.normalise_labels`), then the student predicts or
 takes a few gradient steps. `update` keeps each task's measurements of this search (labels are
 only comparable within a task) and fine-tunes on them, so the search improves within a job.
+
+Scores go back to MetaSchedule positive (`positive_scores`): its evolutionary search clips every
+score below 0 to 0 and picks parents with probability proportional to the score. The student's
+ranking scores carry no fixed offset (the loss sees only differences) and came out negative for
+every candidate of the shipped students, so, passed raw, all tied at 0 and the search ran
+unguided: the student's ranking reached only the eps-greedy share of the picks, by accident.
 """
 
 from __future__ import annotations
@@ -43,10 +49,12 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
         self._optimiser: torch.optim.Optimizer | None = None  # one Adam for the whole search
         self.sequential_scan = sequential_scan  # the step-by-step scan measured faster on CPU
         self._measured: dict[str, tuple[list[np.ndarray], list[float]]] = {}  # task -> (features, seconds)
+        self._anchors: dict[str, float] = {}  # task -> the score mapped to 1; reset when the student changes
 
     def load(self, path: str) -> None:
         self.student = load_student(Path(path))
         self._optimiser = None
+        self._anchors.clear()
 
     def save(self, path: str) -> None:
         save_student(self.student, Path(path))
@@ -66,9 +74,25 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
             self._optimiser = torch.optim.Adam(self.student.parameters(), lr=self.lr)
         train_steps(self.student, groups, steps=self.update_steps if groups else 0, lr=self.lr,
                     sequential=self.sequential_scan, optimiser=self._optimiser)
+        if groups:
+            self._anchors.clear()  # new weights, new score scale
 
     def predict(self, context, candidates) -> np.ndarray:
         if not candidates:
             return np.zeros(0, dtype="float64")
         features, mask = pad_batch([trace_features(c.sch.trace) for c in candidates], self.student.config.max_len)
-        return predict(self.student, features, mask, sequential=self.sequential_scan).astype("float64")
+        scores = predict(self.student, features, mask, sequential=self.sequential_scan)  # (b,)
+        # One anchor per task until the next update: a search round scores its population in
+        # several calls and keeps the best across them, so the calls must share one scale.
+        anchor = self._anchors.setdefault(str(context.task_name), float(scores.max()))
+        return positive_scores(scores, anchor)
+
+
+def positive_scores(scores: np.ndarray, anchor: float) -> np.ndarray:
+    """exp(score - anchor), float64 and > 0: the same order, and what the search needs (module docstring).
+
+    A score one higher is e times as likely to be picked as a parent: LambdaRank's scores are
+    pairwise log-odds (sigma 1), so that reads as "as likely as it is to be the faster one".
+    Clipped to ±60 so nothing overflows or ties at 0 (e^-60 is still above 0).
+    """
+    return np.exp(np.clip(scores.astype("float64") - anchor, -60.0, 60.0))

@@ -34,6 +34,25 @@ def test_predict_gives_one_finite_score_per_candidate(conv_candidates):
     assert scores.shape == (len(candidates),) and np.isfinite(scores).all()
 
 
+def test_scores_reach_the_search_positive_in_the_students_order_on_one_scale(conv_candidates):
+    """EvolutionarySearch clips scores below 0 to 0: raw (negative) student scores would all tie."""
+    from tcl_core.features import pad_batch, trace_features
+    from tcl_core.student import predict
+
+    context, candidates = conv_candidates
+    model = TclCostModel()
+    with torch.no_grad():  # push every raw score far below 0, as the shipped students' are
+        model.student.head[-1].bias.fill_(-50.0)
+    features, mask = pad_batch([trace_features(c.sch.trace) for c in candidates], model.student.config.max_len)
+    raw = predict(model.student, features, mask)
+    assert (raw < 0).all()
+    scores = model.predict(context, candidates)
+    assert (scores > 0).all() and scores.max() == pytest.approx(1.0)
+    np.testing.assert_array_equal(np.argsort(scores, kind="stable"), np.argsort(raw, kind="stable"))
+    # a later call in the same round (a subset of the population) is on the same scale
+    np.testing.assert_allclose(model.predict(context, candidates[1:3]), scores[1:3], rtol=1e-6)
+
+
 def test_update_fine_tunes_on_fresh_measurements(conv_candidates, tmp_path):
     torch.manual_seed(0)
     context, candidates = conv_candidates
