@@ -128,9 +128,19 @@ def collect(
     models: Optional[list[str]] = typer.Option(None, "--model", help="zoo model (repeatable; default: all)"),
     trials_per_task: int = typer.Option(32, "--trials-per-task", min=2, help="candidates measured per task"),
     target: Optional[str] = typer.Option(None, "--target", help="TVM target as JSON (default: this host's CPU)"),
+    bootstrap_from: Optional[Path] = typer.Option(
+        None, "--bootstrap-from", help="another platform's collected folder: measure here only the RDU picks "
+        "among its candidates (--fraction of each task's) instead of searching afresh"),
+    fraction: float = typer.Option(0.1, "--fraction", min=0.0, max=1.0, help="with --bootstrap-from"),
+    student: Optional[Path] = typer.Option(None, "--student", help="with --bootstrap-from: the student that "
+                                           "embeds candidates for RDU (default: the one nearest this platform)"),
 ) -> None:
     """Measure candidate programs of the model zoo on this platform (resumable) for the cost model."""
     from tcl_core.zoo import ZOO
+
+    if bootstrap_from is not None:
+        _bootstrap(bootstrap_from, out, fraction, student, target)
+        return
 
     chosen = models or sorted(ZOO, key=lambda name: (ZOO[name].split != "train", name))
     unknown = [name for name in chosen if name not in ZOO]
@@ -144,6 +154,33 @@ def collect(
 
     root = run_collect(out, models=[ZOO[name] for name in chosen], trials_per_task=trials_per_task, target=target_dict,
                        log=lambda line: typer.echo(line, err=True))
+    typer.echo(str(root / "card.md"))
+
+
+def _bootstrap(source: Path, out: Path, fraction: float, student_path: Optional[Path], target: Optional[str]) -> None:
+    """`collect --bootstrap-from`: see tcl_core.bootstrap."""
+    try:
+        target_dict = json.loads(target) if target else None
+    except json.JSONDecodeError as err:
+        _fail(f"--target is not valid JSON: {err}")
+    if not source.is_dir():
+        _fail(f"--bootstrap-from {source}: not a folder")
+    from tcl_core import tvm_api
+    from tcl_core.bootstrap import bootstrap
+    from tcl_core.platform import platform_name
+    from tcl_core.student import load_student
+    from tcl_core.students import nearest_student
+
+    if student_path is None:
+        ref = nearest_student(platform_name(target_dict or tvm_api.host_target_dict(), tvm_api.TVM_VERSION))
+        student_path = None if ref is None else ref.path
+    try:
+        student = load_student(student_path) if student_path is not None else None
+        root = bootstrap(source, out, fraction=fraction, student=student,
+                         student_name=str(student_path) if student_path else "raw features", target=target_dict,
+                         log=lambda line: typer.echo(line, err=True))
+    except (OSError, ValueError) as err:
+        _fail(str(err))
     typer.echo(str(root / "card.md"))
 
 

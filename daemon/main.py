@@ -14,7 +14,7 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
 
@@ -81,6 +81,8 @@ class Daemon:
         self._platforms: list[PlatformEntry] = []
         self._distill_due = True  # look for a platform with enough new measurements when next idle
         self._distill_records = 0  # records of the platform being distilled when its round started
+        self._schedule_checked_at: float | None = None  # wall clock of the last look at [distill] daily_at
+        self._scheduled_rounds = False  # daily_at passed: any new measurement earns a round until none is left
 
     @property
     def queue(self) -> JobQueue:
@@ -149,6 +151,7 @@ class Daemon:
             self._admit(path)
         self._collect_worker()
         self._collect_distiller()
+        self._check_schedule(now)
         if self.worker.running_job_id is None and self.distiller.running_platform is None:
             self._start_next_job()
             if self.worker.running_job_id is None:
@@ -275,14 +278,35 @@ class Daemon:
             self._record_outcome(job_id, outcome or Failed(
                 reason=f"stopped after {limit:g} s, the job time limit (job_timeout_seconds)"))
 
+    def _check_schedule(self, now: float) -> None:
+        """Note when the local clock has passed `[distill] daily_at` since the last step."""
+        daily = self.config.distill.daily_time()
+        if daily is None:
+            return
+        previous, self._schedule_checked_at = self._schedule_checked_at, now
+        if previous is None:
+            return  # the first look: a time passed before the daemon started is not made up for
+        local_now = datetime.fromtimestamp(now)
+        latest = datetime.combine(local_now.date(), daily)  # today's daily_at, local and naive
+        if latest > local_now:
+            latest -= timedelta(days=1)
+        if previous < latest.timestamp() <= now:
+            log.info("distill daily_at %s passed: a round for every platform with new measurements",
+                     self.config.distill.daily_at)
+            self._scheduled_rounds = self._distill_due = True
+
     def _maybe_distil(self) -> None:
-        """Start a round for the first platform with `min_new_records` measurements since its last one."""
+        """Start a round for the first platform with `min_new_records` measurements since its last one.
+
+        After `daily_at` has passed, one new measurement is enough, until no platform has any.
+        """
         settings = self.config.distill
         if not settings.enabled or not self._distill_due:
             return
         self._distill_due = False  # until the next job or round ends
+        needed = 1 if self._scheduled_rounds else settings.min_new_records
         for entry in self._platforms:
-            if entry.records_since_round < settings.min_new_records:
+            if entry.records_since_round < needed:
                 continue
             spec = RoundSpec(entry.name, database_dir(self.config.state_dir, entry.name), self.config.state_dir,
                              settings.round_settings())
@@ -294,6 +318,7 @@ class Daemon:
             self._distill_records = entry.records
             self._refresh_platforms()
             return
+        self._scheduled_rounds = False  # every platform is distilled up to date
 
     def _collect_distiller(self) -> None:
         outcome = self.distiller.poll()

@@ -38,7 +38,7 @@ def collect(
     target_dict = target or tvm_api.host_target_dict()
     tvm_target = tvm_api.make_target(target_dict)
     root = Path(out) / platform_name(target_dict, tvm_api.TVM_VERSION)
-    card = _load_card(root, target_dict)
+    card = load_card(root, target_dict)
     for zoo_model in models:
         name = zoo_model.name
         started = time.perf_counter()
@@ -64,7 +64,7 @@ def collect(
             entry["seconds"] = round(entry["seconds"] + time.perf_counter() - started, 1)
             started = time.perf_counter()
             entry["records"] = len(database)
-            _write_card(root, card)
+            write_card(root, card)
     return root
 
 
@@ -76,15 +76,18 @@ def _tasks_of(zoo_model: ZooModel, root: Path, target) -> list:
     return tvm_api.extract_tasks(tvm_api.lower_for_tuning(mod, target), target)
 
 
-def _load_card(root: Path, target: dict) -> dict:
+def load_card(root: Path, target: dict, *, method: str | None = None) -> dict:
+    """The dataset card of a platform folder, or a new one saying how its records are made (`method`)."""
     path = root / "card.json"
     if path.exists():
         return json.loads(path.read_text())
+    method = method or __doc__.split("\n\n")[1]
     return {"platform": root.name, "target": target, "cpu": cpu_model_name(), "tvm_version": tvm_api.TVM_VERSION,
-            "method": __doc__.split("\n\n")[1].replace("\n", " "), "models": {}}
+            "method": method.replace("\n", " "), "models": {}}
 
 
-def _write_card(root: Path, card: dict) -> None:
+def write_card(root: Path, card: dict) -> None:
+    """card.json (atomically) and a readable card.md beside the model folders."""
     root.mkdir(parents=True, exist_ok=True)
     card["records"] = sum(m.get("records", 0) for m in card["models"].values())
     card["hours"] = round(sum(m["seconds"] for m in card["models"].values()) / 3600, 3)

@@ -26,7 +26,7 @@ from tvm.s_tir import meta_schedule as ms
 __all__ = [
     "TVM_VERSION", "tvm", "relax", "ms", "derived_object", "from_onnx",
     "make_target", "host_target_dict", "lower_for_tuning", "extract_tasks", "make_cost_model",
-    "open_database", "count_records", "structural_hash", "estimate_flops", "make_runner", "tracker_summary", "tune_tasks", "apply_database", "compile_module", "load_vm", "fast_build",
+    "open_database", "count_records", "structural_hash", "estimate_flops", "make_runner", "tracker_summary", "tune_tasks", "measure_records", "apply_database", "compile_module", "load_vm", "fast_build",
     "ProgressCallback",
 ]
 
@@ -248,6 +248,41 @@ def tune_tasks(
         measure_callbacks=[*ms.MeasureCallback.create("default"), counter],
     )
     return counter.count
+
+
+def measure_records(
+    records: list, workload_mod: tvm.IRModule, *, target: tvm.target.Target, database: ms.Database,
+    rpc: dict[str, Any] | None = None,
+) -> list[float | None]:
+    """Build and run stored candidates (TuningRecords, any platform's) for `target`; commit them here.
+
+    Each record's trace is replayed onto `workload_mod`, built with `fast_build` and timed by
+    `make_runner(rpc)`; every candidate is committed to `database` as a new TuningRecord for
+    `target`, a failed build or run with MetaSchedule's 1e10 s, as its tuning loop does. Returns
+    each one's mean seconds (None where it failed), in order. The build artifacts are removed.
+    """
+    import shutil
+
+    candidates = [record.as_measure_candidate() for record in records]
+    builder = ms.builder.LocalBuilder(f_build=fast_build)
+    built = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
+    runnable = [i for i, result in enumerate(built) if result.error_msg is None]
+    futures = make_runner(rpc).run([
+        ms.runner.RunnerInput(built[i].artifact_path, device_type=target.kind.name,
+                              args_info=candidates[i].args_info) for i in runnable])
+    run_secs: list[list[float] | None] = [None] * len(candidates)
+    for i, future in zip(runnable, futures):
+        result = future.result()
+        if result.error_msg is None and result.run_secs:
+            run_secs[i] = [float(s) for s in result.run_secs]
+    workload = database.commit_workload(workload_mod)
+    for candidate, seconds in zip(candidates, run_secs):
+        database.commit_tuning_record(ms.database.TuningRecord(
+            candidate.sch.trace, workload, seconds if seconds is not None else [1e10], target, candidate.args_info))
+    for result in built:
+        if result.artifact_path is not None:
+            shutil.rmtree(Path(result.artifact_path).parent, ignore_errors=True)
+    return [None if s is None else sum(s) / len(s) for s in run_secs]
 
 
 def _reset_meta_schedule_logging() -> None:

@@ -64,3 +64,14 @@ def daemon_tiny_model(tmp_path: Path) -> Path:
     source = tmp_path / "src"
     source.mkdir()
     return tiny_mlp_onnx(source / "tiny.onnx")
+
+
+@pytest.fixture(scope="session")
+def measured(tmp_path_factory) -> Path:
+    """A real tuning database (read-only for tests): a model with two or more tasks, 6 candidates each."""
+    from tcl_core.collect import collect
+    from tests.zoo_models import TWO_TASKS
+
+    root = collect(tmp_path_factory.mktemp("measured"), models=[TWO_TASKS], trials_per_task=6, trials_per_iter=3,
+                   population=16, target={"kind": "llvm", "num-cores": 1}, log=lambda _: None)
+    return root / "two"

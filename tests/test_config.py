@@ -93,6 +93,8 @@ def test_bad_value_names_key_and_env_var(tmp_path, monkeypatch):
         ("watch_dri = '/x'\n", "watch_dri: Extra inputs are not permitted"),
         ("[tuning]\ncost_model = 'best'\n", "tuning.cost_model"),
         ("watch_dir = \n", "cannot be read as TOML"),
+        ("[distill]\ndaily_at = '25:00'\n", "distill.daily_at"),
+        ("[distill]\ndaily_at = '3:0'\n", "HH:MM"),
     ],
 )
 def test_typos_and_syntax_errors_are_config_errors(tmp_path, text, expected):
@@ -127,3 +129,10 @@ def test_example_config_in_systemd_folder_loads():
     cfg = load_config(REPO / "systemd" / "config.toml")
     assert cfg.watch_dir == Path("/srv/tcl-tuned/watch")
     assert cfg.state_dir == Path("/var/lib/tcl-tuned")
+
+
+def test_daily_at_is_a_local_time_of_day(tmp_path):
+    from datetime import time
+
+    assert load_config(_write(tmp_path, "[distill]\ndaily_at = '03:30'\n")).distill.daily_time() == time(3, 30)
+    assert load_config(_write(tmp_path, "")).distill.daily_time() is None

@@ -10,32 +10,20 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
-from torch import nn
-
 from daemon.config import DistillSettings
 from daemon.platforms import summarise
 from daemon.status import read_status
 from deploy.layout import database_dir
 from deploy.options import TuningOptions
-from tcl_core.collect import collect
 from tcl_core.continual import RoundSettings, history, run_round, versions_dir
 from tcl_core.students import choose_cost_model, find_student
-from tcl_core.zoo import ZooModel, export_onnx
+from tcl_core.zoo import export_onnx
 from tests.models import tiny_mlp_onnx
 from tests.waiting import step_until
+from tests.zoo_models import TWO_TASKS
 
-TWO_TASKS = ZooModel("two", lambda: nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)), (2, 16), "train")
 PLATFORM = "llvm-testcpu-1c-00000000"  # same kind and core count as nothing shipped: the teacher is the nearest
 QUICK = RoundSettings(steps=20)
-
-
-@pytest.fixture(scope="module")
-def measured(tmp_path_factory) -> Path:
-    """A real tuning database: a model with two or more tasks, 6 candidates each."""
-    root = collect(tmp_path_factory.mktemp("measured"), models=[TWO_TASKS], trials_per_task=6, trials_per_iter=3,
-                   population=16, target={"kind": "llvm", "num-cores": 1}, log=lambda _: None)
-    return root / "two"
 
 
 def _state(tmp_path: Path, measured: Path) -> Path:
@@ -192,3 +180,39 @@ def test_sigkill_of_the_daemon_during_a_round_leaves_no_half_version_and_a_resta
     folders = sorted(path.name for path in versions_dir(state, PLATFORM).iterdir())
     assert folders == ["history.jsonl", "v1"]  # no half-made version left beside the promoted one
     assert (versions_dir(state, PLATFORM) / "v1" / "student.pt").stat().st_size > 0
+
+
+def test_daily_at_waives_min_new_records_once_the_local_clock_passes_it(tmp_path, measured, daemon_config):
+    """Below the threshold nothing runs until daily_at; then a round for the new data, then nothing more."""
+    from datetime import datetime, timedelta
+
+    from daemon.main import Daemon
+    from daemon.worker import Worker
+    from tests import child_targets
+
+    state = _state(tmp_path, measured)
+    before = datetime(2026, 12, 3, 2, 58)  # local time, as daily_at is
+    clock = [before.timestamp()]
+    config = daemon_config(state_dir=state, status_file=state / "status.json",
+                           distill=DistillSettings(min_new_records=10**6, daily_at="03:00", steps=20, tolerance=1.0))
+    daemon = Daemon(config, worker=Worker(pipeline_fn=child_targets.fake_pipeline), clock=lambda: clock[0])
+    daemon.start()
+    try:
+        for minutes in (0, 1, 1.9):  # 02:58 to 02:59:54: not yet
+            clock[0] = (before + timedelta(minutes=minutes)).timestamp()
+            daemon.step()
+            assert daemon.distiller.running_platform is None
+        clock[0] = (before + timedelta(minutes=2, seconds=1)).timestamp()  # 03:00:01
+        daemon.step()
+        assert daemon.distiller.running_platform == PLATFORM
+        step_until(daemon, lambda: daemon.distiller.running_platform is None, timeout=240, what="the scheduled round")
+        entry = summarise(state, PLATFORM)
+        assert entry.last_round is not None and entry.last_round.decision == "promoted", entry.last_round
+        assert entry.records_since_round == 0
+        for hours in (1, 2, 20):  # the same day: nothing new to learn from, so no second round
+            clock[0] = (before + timedelta(hours=hours)).timestamp()
+            daemon.step()
+            assert daemon.distiller.running_platform is None
+        assert [row["decision"] for row in history(state, PLATFORM)] == ["promoted"]
+    finally:
+        daemon.shutdown()
