@@ -267,8 +267,9 @@ def measure_records(
     builder = ms.builder.LocalBuilder(f_build=fast_build)
     built = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
     runnable = [i for i, result in enumerate(built) if result.error_msg is None]
+    device_type = {"llvm": "cpu"}.get(target.kind.name, target.kind.name)  # tvm_ffi knows no "llvm" device
     futures = make_runner(rpc).run([
-        ms.runner.RunnerInput(built[i].artifact_path, device_type=target.kind.name,
+        ms.runner.RunnerInput(built[i].artifact_path, device_type=device_type,
                               args_info=candidates[i].args_info) for i in runnable])
     run_secs: list[list[float] | None] = [None] * len(candidates)
     for i, future in zip(runnable, futures):
