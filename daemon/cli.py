@@ -138,18 +138,18 @@ def collect(
     """Measure candidate programs of the model zoo on this platform (resumable) for the cost model."""
     from tcl_core.zoo import ZOO
 
+    try:
+        target_dict = json.loads(target) if target else None
+    except json.JSONDecodeError as err:
+        _fail(f"--target is not valid JSON: {err}")
     if bootstrap_from is not None:
-        _bootstrap(bootstrap_from, out, fraction, student, target)
+        _bootstrap(bootstrap_from, out, fraction, student, target_dict)
         return
 
     chosen = models or sorted(ZOO, key=lambda name: (ZOO[name].split != "train", name))
     unknown = [name for name in chosen if name not in ZOO]
     if unknown:
         _fail(f"unknown zoo model(s) {unknown}; choose from {sorted(ZOO)}")
-    try:
-        target_dict = json.loads(target) if target else None
-    except json.JSONDecodeError as err:
-        _fail(f"--target is not valid JSON: {err}")
     from tcl_core.collect import collect as run_collect
 
     root = run_collect(out, models=[ZOO[name] for name in chosen], trials_per_task=trials_per_task, target=target_dict,
@@ -157,12 +157,9 @@ def collect(
     typer.echo(str(root / "card.md"))
 
 
-def _bootstrap(source: Path, out: Path, fraction: float, student_path: Optional[Path], target: Optional[str]) -> None:
+def _bootstrap(source: Path, out: Path, fraction: float, student_path: Optional[Path],
+               target_dict: Optional[dict]) -> None:
     """`collect --bootstrap-from`: see tcl_core.bootstrap."""
-    try:
-        target_dict = json.loads(target) if target else None
-    except json.JSONDecodeError as err:
-        _fail(f"--target is not valid JSON: {err}")
     if not source.is_dir():
         _fail(f"--bootstrap-from {source}: not a folder")
     from tcl_core import tvm_api
