@@ -27,7 +27,7 @@ __all__ = [
     "TVM_VERSION", "tvm", "relax", "ms", "derived_object", "from_onnx",
     "make_target", "host_target_dict", "lower_for_tuning", "extract_tasks", "make_cost_model",
     "open_database", "count_records", "structural_hash", "estimate_flops", "make_runner", "tracker_summary", "tune_tasks", "measure_records", "apply_database", "compile_module", "load_vm", "fast_build",
-    "ProgressCallback",
+    "ProgressCallback", "array_items", "array_item", "map_get",
 ]
 
 TVM_VERSION: str = tvm.__version__
@@ -125,6 +125,32 @@ def count_records(database: ms.Database, task_mod: tvm.IRModule, at_most: int = 
 def structural_hash(mod: tvm.IRModule) -> int:
     """The hash MetaSchedule uses to tell workloads apart (moved to tvm_ffi in 0.27)."""
     return int(tvm_ffi.structural_hash(mod))
+
+
+# Raw container access for the per-candidate feature loop (tcl_core.features). tvm_ffi's Python
+# Array and Map wrappers put a bounds check, a length call and, for a slice, a Python list around
+# every FFI call; that wrapping measured about a third of trace_features' time.
+_array_size = tvm_ffi._ffi_api.ArraySize
+_array_item = tvm_ffi._ffi_api.ArrayGetItem
+_map_get_or_missing = tvm_ffi._ffi_api.MapGetItemOrMissing
+_MISSING = tvm_ffi.core.MISSING
+
+
+def array_items(array: Any, at_most: int | None = None) -> list:
+    """The first `at_most` (None: all) elements of a tvm_ffi Array, as a list."""
+    size = _array_size(array)
+    return [_array_item(array, i) for i in range(size if at_most is None else min(size, at_most))]
+
+
+def array_item(array: Any, index: int) -> Any:
+    """array[index] without the wrapper's checks; None when index is past the end (index >= 0)."""
+    return _array_item(array, index) if index < _array_size(array) else None
+
+
+def map_get(mapping: Any, key: Any) -> Any:
+    """mapping.get(key) for a tvm_ffi Map: the value, or None when the key is absent."""
+    value = _map_get_or_missing(mapping, key)
+    return None if _MISSING.same_as(value) else value
 
 
 def estimate_flops(mod: tvm.IRModule) -> float:
