@@ -40,6 +40,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--schedule", choices=("constant", "cosine"), default="constant")
     parser.add_argument("--configs", nargs="+", default=["64x16x2", "32x8x2", "64x4x2"])
     parser.add_argument("--results", default="student_sweep", help="file stem under --out")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
@@ -53,7 +55,8 @@ def main() -> None:
         runs = []
         for seed in args.seeds:
             started = time.perf_counter()
-            student, _ = train_student(train_tasks, steps=args.steps, seed=seed, config=config)
+            student, _ = train_student(train_tasks, steps=args.steps, seed=seed, config=config, lr=args.lr,
+                                       schedule=args.schedule)
             runs.append({"seed": seed, "train_seconds": round(time.perf_counter() - started, 1),
                          **evaluate(student, eval_tasks)})
             print(json.dumps({"config": text, **runs[-1]}), flush=True)
@@ -63,6 +66,7 @@ def main() -> None:
                "top1_sd": float(np.std([r["top1"] for r in runs])), "top5_sd": float(np.std([r["top5"] for r in runs]))}
         rows.append(row)
     result = {"command": f"benchmarks/student_sweep.py --data {args.data} --steps {args.steps} "
+                         f"--lr {args.lr} --schedule {args.schedule} "
                          f"--seeds {' '.join(map(str, args.seeds))} --configs {' '.join(args.configs)} "
                          f"--results {args.results}",
               "train_records": sum(t.size for t in train_tasks), "eval_records": sum(t.size for t in eval_tasks),

@@ -284,6 +284,8 @@ def cost_model_train(
     out: Path = typer.Option(..., "--out", help="student file to write; its model card goes beside it as .json and .md"),
     steps: int = typer.Option(2000, "--steps", min=1, help="Adam steps, one task group each"),
     lr: float = typer.Option(1e-3, "--lr"),
+    schedule: str = typer.Option("constant", "--schedule",
+                                 help="learning rate: constant, or cosine (warm-up, then anneal to 0); not with --teacher"),
     seed: int = typer.Option(0, "--seed"),
     d_model: int = typer.Option(64, "--d-model", min=4, help="width of the residual stream"),
     d_state: int = typer.Option(16, "--d-state", min=1, help="SSM state size per channel"),
@@ -302,6 +304,10 @@ def cost_model_train(
     """
     if not (data / "card.json").is_file():
         _fail(f"{data} has no card.json (run `tcl-tuned collect` first)")
+    if schedule not in ("constant", "cosine"):
+        _fail(f"--schedule must be constant or cosine, got {schedule!r}")
+    if schedule != "constant" and (teacher is not None or fraction < 1.0):
+        _fail("--schedule cosine is for training from scratch; distillation (--teacher/--fraction) keeps a constant rate")
     from tcl_core.records import RecordsError
     from tcl_core.train import train_and_report
 
@@ -312,7 +318,7 @@ def cost_model_train(
         config = StudentConfig(feature_dim=TRACE_FEATURE_DIM, d_model=d_model, d_state=d_state, n_layers=layers)
         train_and_report(data, out, steps=steps, lr=lr, seed=seed, config=config, version=version,
                          also_eval=tuple(also_eval or ()), teacher=teacher, fraction=fraction, alpha=alpha,
-                         log=lambda line: typer.echo(line, err=True))
+                         schedule=schedule, log=lambda line: typer.echo(line, err=True))
     except RecordsError as err:
         _fail(str(err))
     typer.echo(str(out))

@@ -126,6 +126,27 @@ def test_train_steps_pairwise_and_bad_loss_name():
         train_steps(model, [(x, m, y)], steps=1, lr=1e-2, loss="mse")
 
 
+def test_cosine_schedule_warms_up_anneals_and_still_learns():
+    torch.manual_seed(2)
+    train = [_toy_group() for _ in range(16)]
+    model = Student(TINY)
+    optimiser = torch.optim.Adam(model.parameters(), lr=1e-2)
+    seen: list[float] = []
+
+    def record_rate() -> torch.Tensor:  # called once per step, before the optimiser steps
+        seen.append(optimiser.param_groups[0]["lr"])
+        return torch.zeros(())
+
+    losses = train_steps(model, train, steps=100, lr=1e-2, optimiser=optimiser, schedule="cosine",
+                         extra_loss=record_rate)
+    assert len(seen) == 100
+    assert seen[0] < 1e-3 and max(seen) == pytest.approx(1e-2, rel=1e-3) and seen[-1] < 1e-4
+    assert seen.index(max(seen)) <= 5  # the peak comes after the first 5% of the steps
+    assert np.mean(losses[-20:]) < np.mean(losses[:20])
+    with pytest.raises(ValueError, match="schedule"):
+        train_steps(model, train, steps=1, lr=1e-2, schedule="linear")
+
+
 def test_save_load_round_trip(tmp_path):
     torch.manual_seed(4)
     model = Student(TINY)
