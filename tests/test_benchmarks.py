@@ -85,3 +85,28 @@ def test_the_quick_suites_smallest_case_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setattr(suite, "tune_once", no_tuning)
     again = suite.run_suite(config, tmp_path, "bench", command="test")  # resumes: nothing left to do
     assert len(again["runs"]) == 3
+
+
+def test_top_k_headroom_is_the_runner_up_oracle_weighted_as_top_k():
+    import numpy as np
+
+    from benchmarks.top_k_headroom import headroom
+    from tcl_core.records import TaskRecords
+    from tcl_core.student import normalise_labels
+
+    def task(seconds, weight):
+        seconds = np.asarray(seconds, dtype=np.float64)
+        return TaskRecords(task_index=0, workload_hash=f"w{weight}", features=tuple(np.zeros((1, 2)) for _ in seconds),
+                           run_seconds=seconds, labels=normalise_labels(seconds).numpy(), weight=weight)
+
+    tasks = [
+        task([1.0, 2.0, 4.0, 8.0, 10.0, 20.0], 1.0),  # runner-up at 1/2, fifth at 1/10
+        task([1.0, 1.25, math.inf], 3.0),  # runner-up at 0.8; no fifth; a failed run counts as 0
+        task([math.inf, math.inf], 5.0),  # nothing succeeded: left out
+        task([2.0], 7.0),  # one candidate: left out
+    ]
+    result = headroom(tasks, far=0.7)
+    assert result["tasks"] == 2 and result["candidates_per_task"] == [3, 6]
+    assert result["top1_if_second_best_first"] == pytest.approx((0.5 * 1 + 0.8 * 3) / 4)
+    assert result["top1_if_fifth_best_first"] == pytest.approx((0.1 * 1 + 0.0 * 3) / 4)
+    assert [r["workload"] for r in result["tasks_runner_up_far_behind"]] == ["w1.0"]
