@@ -37,6 +37,7 @@ def main() -> None:
                         help="tcl-rdu: tcl with --rdu-fraction of each measured batch picked by the RDU sampler")
     parser.add_argument("--rdu-fraction", type=float, default=0.25, help="for tcl-rdu")
     parser.add_argument("--trials-per-iter", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0, help="MetaSchedule's search seed, the same for every run")
     parser.add_argument("--results", default="pipeline", help="file stem under --out")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--target", type=json.loads, default=None, help="TVM target as JSON (default: this host)")
@@ -58,7 +59,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="tcl-bench-") as scratch:
             row = tune_once(model_name, Path(scratch), budget=budget, cost_model=cost_model,
                             trials_per_iter=args.trials_per_iter, target=args.target, student=args.student,
-                            rdu_fraction=args.rdu_fraction)
+                            rdu_fraction=args.rdu_fraction, seed=args.seed)
         print(json.dumps(row))
         results["runs"].append(row)
         results_path.write_text(json.dumps(results, indent=2) + "\n")
