@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tcl_core.evaluate import evaluate  # noqa: E402
 from tcl_core.features import TRACE_FEATURE_DIM  # noqa: E402
-from tcl_core.student import StudentConfig, parameter_count  # noqa: E402
+from tcl_core.student import SCHEDULES, StudentConfig, parameter_count  # noqa: E402
 from tcl_core.train import load_split, split_databases, train_student  # noqa: E402
 
 
@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--schedule", choices=("constant", "cosine"), default="constant")
+    parser.add_argument("--schedule", choices=SCHEDULES, default="constant")
     parser.add_argument("--configs", nargs="+", default=["64x16x2", "32x8x2", "64x4x2"])
     parser.add_argument("--results", default="student_sweep", help="file stem under --out")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")

@@ -304,8 +304,10 @@ def cost_model_train(
     """
     if not (data / "card.json").is_file():
         _fail(f"{data} has no card.json (run `tcl-tuned collect` first)")
-    if schedule not in ("constant", "cosine"):
-        _fail(f"--schedule must be constant or cosine, got {schedule!r}")
+    from tcl_core.student import SCHEDULES
+
+    if schedule not in SCHEDULES:
+        _fail(f"--schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     if schedule != "constant" and (teacher is not None or fraction < 1.0):
         _fail("--schedule cosine is for training from scratch; distillation (--teacher/--fraction) keeps a constant rate")
     from tcl_core.records import RecordsError

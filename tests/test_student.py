@@ -141,7 +141,7 @@ def test_cosine_schedule_warms_up_anneals_and_still_learns():
                          extra_loss=record_rate)
     assert len(seen) == 100
     assert seen[0] < 1e-3 and max(seen) == pytest.approx(1e-2, rel=1e-3) and seen[-1] < 1e-4
-    assert seen.index(max(seen)) <= 5  # the peak comes after the first 5% of the steps
+    assert seen.index(max(seen)) <= 5  # the peak is reached within the first 5% of the steps
     assert np.mean(losses[-20:]) < np.mean(losses[:20])
     with pytest.raises(ValueError, match="schedule"):
         train_steps(model, train, steps=1, lr=1e-2, schedule="linear")
