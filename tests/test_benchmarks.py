@@ -110,3 +110,26 @@ def test_top_k_headroom_is_the_runner_up_oracle_weighted_as_top_k():
     assert result["top1_if_second_best_first"] == pytest.approx((0.5 * 1 + 0.8 * 3) / 4)
     assert result["top1_if_fifth_best_first"] == pytest.approx((0.1 * 1 + 0.0 * 3) / 4)
     assert [r["workload"] for r in result["tasks_runner_up_far_behind"]] == ["w1.0"]
+
+
+def test_top_k_density_draws_subsets_and_scores_them_as_top_k_does():
+    import numpy as np
+
+    from benchmarks.top_k_density import density_curve
+
+    seconds = [np.array([1.0, 2.0, 4.0]), np.array([1.0, 1.25, 2.0, 4.0])]  # throughput falls along each task
+    perfect = [1.0 / s for s in seconds]
+    worst_first = [s.copy() for s in seconds]
+    weights = [1.0, 3.0]
+    rows = density_curve(perfect, seconds, weights, sizes=[2, 10], draws=50)
+    assert [r["top1"] for r in rows] == [1.0, 1.0]  # the true order wins on every subset
+    whole = rows[1]  # 10 > every task: each draw is the whole task, so no spread
+    assert whole["tasks_smaller"] == 2 and whole["random_top1_std"] == 0.0
+    assert whole["random_top1"] == pytest.approx(((1 + 0.5 + 0.25) / 3 + (1 + 0.8 + 0.5 + 0.25) / 4 * 3) / 4, abs=1e-4)
+
+    # Worst first on pairs of task 0: {1,2} -> 0.5, {1,4} -> 0.25, {2,4} -> 0.5, so 5/12 in expectation;
+    # on task 1 the six pairs give (0.8 + 0.5 + 0.25 + 0.5/0.8 + 0.25/0.8 + 0.25/0.5) / 6.
+    pair = density_curve(worst_first, seconds, weights, sizes=[2], draws=3000, seed=1)[0]
+    task1 = (0.8 + 0.5 + 0.25 + 0.625 + 0.3125 + 0.5) / 6
+    assert pair["top1"] == pytest.approx((5 / 12 + 3 * task1) / 4, abs=0.01)
+    assert pair["top5"] == 1.0 and pair["top1_std"] > 0  # both of a pair are in its top 5
