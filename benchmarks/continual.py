@@ -1,6 +1,6 @@
 """RDU data efficiency and continual transfer across platforms, from collected data (issue 5).
 
-    python benchmarks/continual.py efficiency --data data/llvm-znver5-2c-c69ac8f7 [--steps 600] [--seeds 0 1 2]
+    python benchmarks/continual.py efficiency --data data/llvm-znver5-2c-c69ac8f7 [--steps 600 [N ...]] [--seeds 0 1 2]
     python benchmarks/continual.py transfer --sequence data/A data/B data/C [--steps 600] [--fraction 0.1]
 
 `efficiency`: students trained from scratch on the platform's train split, on all of it, on 10%
@@ -71,27 +71,29 @@ def efficiency(args) -> dict:
     if teacher is None and any(m in TEACHER_METHODS for m in methods):
         raise SystemExit(f"methods {', '.join(TEACHER_METHODS)} need --teacher")
     rows = []
-    for seed in args.seeds:
-        for method in methods:
-            picked_once = method in ("full", "full+distil", "teacher")  # nothing random to vary but training
-            if picked_once and seed != args.seeds[0] and not args.all_seeds_full:
-                continue
-            started = time.perf_counter()
-            pick = method.removesuffix("+distil")
-            tasks = train if pick in ("full", "teacher") else select_subset(
-                train, args.fraction, method=pick, student=embedder, seed=seed)
-            pick_seconds = time.perf_counter() - started
-            if method == "teacher":
-                student = teacher  # zero-shot: the other platform's student, untouched
-            elif method.endswith("+distil"):  # TCL: start from the teacher, rank loss + distillation on the pool
-                student, _ = distil_student(teacher, tasks, pool=train, config=DistillConfig(
-                    steps=args.steps, seed=seed, alpha=args.alpha))
-            else:
-                student, _ = distil_student(None, tasks, config=DistillConfig(steps=args.steps, seed=seed))
-            row = {"method": method, "seed": seed, "records": 0 if method == "teacher" else sum(t.size for t in tasks),
-                   "pick_seconds": round(pick_seconds, 1), **_scores(student, held_out)}
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+    for steps, seed, method in ((st, se, m) for st in args.steps for se in args.seeds for m in methods):
+        picked_once = method in ("full", "full+distil", "teacher")  # nothing random to vary but training
+        if picked_once and seed != args.seeds[0] and not args.all_seeds_full:
+            continue
+        if method == "teacher" and steps != args.steps[0]:
+            continue  # untrained: one row whatever the steps
+        started = time.perf_counter()
+        pick = method.removesuffix("+distil")
+        tasks = train if pick in ("full", "teacher") else select_subset(
+            train, args.fraction, method=pick, student=embedder, seed=seed)
+        pick_seconds = time.perf_counter() - started
+        if method == "teacher":
+            student = teacher  # zero-shot: the other platform's student, untouched
+        elif method.endswith("+distil"):  # TCL: start from the teacher, rank loss + distillation on the pool
+            student, _ = distil_student(teacher, tasks, pool=train, config=DistillConfig(
+                steps=steps, seed=seed, alpha=args.alpha))
+        else:
+            student, _ = distil_student(None, tasks, config=DistillConfig(steps=steps, seed=seed))
+        row = {"method": method, "steps": 0 if method == "teacher" else steps, "seed": seed,
+               "records": 0 if method == "teacher" else sum(t.size for t in tasks),
+               "pick_seconds": round(pick_seconds, 1), **_scores(student, held_out)}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
     return {"data": str(args.data), "fraction": args.fraction, "steps": args.steps,
             "embed_with": str(embed_with) if embed_with else None,
             "teacher": str(args.teacher) if args.teacher else None, "alpha": args.alpha if teacher else None,
@@ -202,20 +204,22 @@ def _score_step(name, names, data, models, heads, **extra) -> dict:
 def _markdown(mode: str, result: dict, command: str) -> str:
     lines = [f"# Continual learning: {mode}", "", f"Command: `{command}`", ""]
     if mode == "efficiency":
+        steps = result["steps"] if isinstance(result["steps"], list) else [result["steps"]]
         lines += [f"Data `{result['data']}`: {result['train_records']} train records, {result['eval_records']} held-out "
-                  f"records (eval split); {result['steps']} steps; embeddings for RDU: "
+                  f"records (eval split); {', '.join(map(str, steps))} steps; embeddings for RDU: "
                   f"{result['embed_with'] or 'raw features'}. "
                   + (f"`+distil` rows start from the teacher {result['teacher']} and train with the ranking loss "
                      f"plus distillation (alpha {result['alpha']}) on the unlabelled train pool; `teacher` is "
                      "that student untouched. " if result.get("teacher") else "")
                   + "Other rows train from scratch.", "",
-                  "| method | records | top-1 | top-5 | pairwise | seeds |", "|---|---|---|---|---|---|"]
-        for method in dict.fromkeys(r["method"] for r in result["rows"]):
-            rows = [r for r in result["rows"] if r["method"] == method]
-            if not rows:
-                continue
+                  "| method | steps | records | top-1 | top-5 | pairwise | seeds |", "|---|---|---|---|---|---|---|"]
+        def row_steps(row: dict) -> int:  # rows of older results carry no steps: they had one value
+            return row.get("steps", 0 if row["method"] == "teacher" else steps[0])
+
+        for method, method_steps in dict.fromkeys((r["method"], row_steps(r)) for r in result["rows"]):
+            rows = [r for r in result["rows"] if r["method"] == method and row_steps(r) == method_steps]
             top1, top5, pair = (np.array([r[k] for r in rows]) for k in ("top1", "top5", "pairwise_accuracy"))
-            lines.append(f"| {method} | {rows[0]['records']} | {top1.mean():.3f} ± {top1.std():.3f} | "
+            lines.append(f"| {method} | {method_steps} | {rows[0]['records']} | {top1.mean():.3f} ± {top1.std():.3f} | "
                          f"{top5.mean():.3f} ± {top5.std():.3f} | {pair.mean():.3f} | {len(rows)} |")
         random_top1 = result["rows"][0]["random_top1"]
         lines += ["", f"Random ranking of the held-out candidates: top-1 {random_top1:.3f}."]
@@ -251,8 +255,9 @@ def main() -> None:
     tra.add_argument("--alpha", type=float, default=0.1)
     tra.add_argument("--save-students", type=Path, default=None, help="write each step's students here")
     tra.add_argument("--methods", nargs="+", default=["distil", "finetune", "scratch", "multitask"])
+    eff.add_argument("--steps", type=int, nargs="+", default=[600], help="one run per value (a learning curve)")
+    tra.add_argument("--steps", type=int, default=600)
     for p in (eff, tra):
-        p.add_argument("--steps", type=int, default=600)
         p.add_argument("--fraction", type=float, default=0.1)
         p.add_argument("--threads", type=int, default=1)
         p.add_argument("--results", default=None, help="results file stem (default continual_<mode>)")
