@@ -89,6 +89,9 @@ def efficiency(args) -> dict:
                 steps=steps, seed=seed, alpha=args.alpha))
         else:
             student, _ = distil_student(None, tasks, config=DistillConfig(steps=steps, seed=seed))
+        if args.save_students and method != "teacher":
+            args.save_students.mkdir(parents=True, exist_ok=True)
+            save_student(student, args.save_students / f"{method}-{steps}-seed{seed}.pt")
         row = {"method": method, "steps": 0 if method == "teacher" else steps, "seed": seed,
                "records": 0 if method == "teacher" else sum(t.size for t in tasks),
                "pick_seconds": round(pick_seconds, 1), **_scores(student, held_out)}
@@ -247,6 +250,8 @@ def main() -> None:
     eff.add_argument("--all-seeds-full", action="store_true", help="train the 100%% student once per seed too")
     eff.add_argument("--teacher", type=Path, help="another platform's student: adds the distilled rows")
     eff.add_argument("--alpha", type=float, default=DistillConfig.alpha, help="distillation weight for +distil")
+    eff.add_argument("--save-students", type=Path, default=None,
+                     help="write each trained student here as <method>-<steps>-seed<seed>.pt")
     eff.add_argument("--methods", nargs="+", choices=SCRATCH_METHODS + TEACHER_METHODS,
                      help="default: the scratch ones, or with --teacher the teacher ones")
     tra = sub.add_parser("transfer")
