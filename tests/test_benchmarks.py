@@ -133,3 +133,32 @@ def test_top_k_density_draws_subsets_and_scores_them_as_top_k_does():
     task1 = (0.8 + 0.5 + 0.25 + 0.625 + 0.3125 + 0.5) / 6
     assert pair["top1"] == pytest.approx((5 / 12 + 3 * task1) / 4, abs=0.01)
     assert pair["top5"] == 1.0 and pair["top1_std"] > 0  # both of a pair are in its top 5
+
+
+def test_top_k_gap_splits_the_weighted_difference_into_per_task_shares():
+    import numpy as np
+
+    from benchmarks.top_k_gap import task_gap
+
+    a = np.array([1.0, 0.5, np.nan, 0.2])
+    b = np.array([0.5, 0.5, 1.0, 1.0])
+    result = task_gap(a, b, np.array([1.0, 2.0, 3.0, 1.0]), top=1)
+    # weighted means over the three scored tasks (weights 1, 2, 1): B 2.5 / 4, A 2.2 / 4
+    assert result["gap"] == pytest.approx(2.5 / 4 - 2.2 / 4)
+    assert result["tasks_scored"] == 3 and [r["task"] for r in result["tasks"]] == [3, 0, 1]
+    assert [r["contribution"] for r in result["tasks"]] == [0.2, -0.125, 0.0]
+    assert sum(r["contribution"] for r in result["tasks"]) == pytest.approx(result["gap"])
+    assert result["top_share"] == pytest.approx(0.2 / 0.075, abs=1e-3)  # one task carries more than the gap
+
+
+def test_top_k_gap_interval_is_a_point_when_every_task_moves_alike_and_spreads_otherwise():
+    import numpy as np
+
+    from benchmarks.top_k_gap import task_gap
+
+    a = np.array([0.2, 0.4, 0.6, 0.8])
+    same = task_gap(a, a + 0.1, np.ones(4))
+    assert same["gap_ci95"] == [pytest.approx(0.1), pytest.approx(0.1)]
+    mixed = task_gap(a, np.array([1.0, 0.4, 0.6, 0.0]), np.ones(4))  # +0.8 and -0.8: no gap on average
+    low, high = mixed["gap_ci95"]
+    assert mixed["gap"] == pytest.approx(0.0) and low < -0.1 and high > 0.1
