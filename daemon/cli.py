@@ -125,7 +125,8 @@ def example(
 @app.command()
 def collect(
     out: Path = typer.Option(Path("data"), "--out", help="dataset root; records go to OUT/<platform>/<model>/"),
-    models: Optional[list[str]] = typer.Option(None, "--model", help="zoo model (repeatable; default: all)"),
+    models: Optional[list[str]] = typer.Option(None, "--model", help="zoo model (repeatable; default: all); "
+                                               "with --bootstrap-from, a model folder of the source"),
     trials_per_task: int = typer.Option(32, "--trials-per-task", min=2, help="candidates measured per task"),
     target: Optional[str] = typer.Option(None, "--target", help="TVM target as JSON (default: this host's CPU)"),
     bootstrap_from: Optional[Path] = typer.Option(
@@ -143,7 +144,7 @@ def collect(
     except json.JSONDecodeError as err:
         _fail(f"--target is not valid JSON: {err}")
     if bootstrap_from is not None:
-        _bootstrap(bootstrap_from, out, fraction, student, target_dict)
+        _bootstrap(bootstrap_from, out, fraction, student, target_dict, models)
         return
 
     chosen = models or sorted(ZOO, key=lambda name: (ZOO[name].split != "train", name))
@@ -157,9 +158,17 @@ def collect(
     typer.echo(str(root / "card.md"))
 
 
+def _shown(path: Path) -> str:
+    """`path` relative to the working directory when under it (cards stay true on another checkout)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _bootstrap(source: Path, out: Path, fraction: float, student_path: Optional[Path],
-               target_dict: Optional[dict]) -> None:
-    """`collect --bootstrap-from`: see tcl_core.bootstrap."""
+               target_dict: Optional[dict], models: Optional[list[str]]) -> None:
+    """`collect --bootstrap-from`: see tcl_core.bootstrap; `--model` names the source's model folders."""
     if not source.is_dir():
         _fail(f"--bootstrap-from {source}: not a folder")
     from tcl_core import tvm_api
@@ -174,8 +183,8 @@ def _bootstrap(source: Path, out: Path, fraction: float, student_path: Optional[
     try:
         student = load_student(student_path) if student_path is not None else None
         root = bootstrap(source, out, fraction=fraction, student=student,
-                         student_name=str(student_path) if student_path else "raw features", target=target_dict,
-                         log=lambda line: typer.echo(line, err=True))
+                         student_name=_shown(student_path) if student_path else "raw features", target=target_dict,
+                         models=models, log=lambda line: typer.echo(line, err=True))
     except (OSError, ValueError) as err:
         _fail(str(err))
     typer.echo(str(root / "card.md"))

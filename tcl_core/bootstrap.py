@@ -31,12 +31,12 @@ Log = Callable[[str], None]
 
 def bootstrap(
     source: Path, out: Path, *, fraction: float, student: Student | None, student_name: str,
-    target: dict | None = None, log: Log = print,
+    target: dict | None = None, models: list[str] | None = None, log: Log = print,
 ) -> Path:
     """Measure `fraction` of each task's candidates in `source` (RDU picks) on `target`; return its folder.
 
     `student` embeds the candidates for RDU (None: raw features, see tcl_core.rdu), named in the
-    card as `student_name`.
+    card as `student_name`. `models`: only these model folders of `source` (default: all of them).
     """
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
@@ -44,6 +44,12 @@ def bootstrap(
     model_dirs = sorted(path.parent for path in source.glob(f"*/{RECORD_FILE}"))
     if not model_dirs:
         raise FileNotFoundError(f"{source} holds no tuning databases (<model>/{RECORD_FILE})")
+    if models:
+        missing = sorted(set(models) - {d.name for d in model_dirs})
+        if missing:
+            raise ValueError(f"{source} holds no model folder {', '.join(missing)}; it has "
+                             f"{', '.join(d.name for d in model_dirs)}")
+        model_dirs = [d for d in model_dirs if d.name in models]
     target_dict = target or tvm_api.host_target_dict()
     tvm_target = tvm_api.make_target(target_dict)
     root = Path(out) / platform_name(target_dict, tvm_api.TVM_VERSION)
@@ -66,6 +72,7 @@ def bootstrap(
         source_entry = source_card["models"].get(name, {})
         entry = card["models"].setdefault(name, {"split": source_entry.get("split", "train"), "seconds": 0.0})
         entry["tasks"] = source_entry.get("tasks", [])  # the task weights, for top-k
+        entry["bootstrapped"] = True  # a card may also hold models collected here afresh (card.md says which)
         measured = 0
         for task, (workload, records) in zip(tasks, captured):
             share = subset_size(task.size, fraction)

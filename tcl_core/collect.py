@@ -95,8 +95,14 @@ def write_card(root: Path, card: dict) -> None:
     (root / "card.json.tmp").rename(root / "card.json")
     lines = [f"# Dataset card: {card['platform']}", "", f"CPU: {card['cpu']}; target `{json.dumps(card['target'])}`; "
              f"TVM {card['tvm_version']}.", "", card["method"], "",
-             f"{card['records']} records, {card['hours']} hours of measurement.", "",
-             "| model | split | tasks | records | hours |", "|---|---|---|---|---|"]
+             f"{card['records']} records, {card['hours']} hours of measurement.", ""]
+    if "bootstrap" in card:
+        boot = card["bootstrap"]
+        names = [name for name, model in card["models"].items() if model.get("bootstrapped")]
+        lines += [f"Bootstrapped (`collect --bootstrap-from`): {', '.join(names)}, from {boot['source']}: "
+                  f"{boot['fraction']:.0%} of each task's candidates there, RDU picks embedded by {boot['embedded_by']}, "
+                  "measured here.", ""]
+    lines += ["| model | split | tasks | records | hours |", "|---|---|---|---|---|"]
     for name, model in card["models"].items():
         lines.append(f"| {name} | {model['split']} | {len(model.get('tasks', []))} | {model.get('records', 0)} | "
                      f"{model['seconds'] / 3600:.3f} |")

@@ -13,7 +13,7 @@ from tcl_core import tvm_api
 from tcl_core.bootstrap import bootstrap
 from tcl_core.rdu import embed_candidates, rdu_select, subset_size
 from tcl_core.features import trace_features
-from tcl_core.records import load_task_records
+from tcl_core.records import RECORD_FILE, load_task_records
 
 NEW_TARGET = {"kind": "llvm", "mcpu": "x86-64", "num-cores": 1}  # another platform than `measured`'s
 
@@ -58,6 +58,7 @@ def test_bootstrap_measures_the_rdu_picks_of_each_task_here_and_resumes(tmp_path
     assert card["bootstrap"] == {"source": source.name, "fraction": 0.5, "embedded_by": "raw features"}
     assert card["models"]["two"]["records"] == sum(t.size for t in here_tasks.values())
     assert card["models"]["two"]["tasks"] == json.loads((source / "card.json").read_text())["models"]["two"]["tasks"]
+    assert f"Bootstrapped (`collect --bootstrap-from`): two, from {source.name}: 50%" in (root / "card.md").read_text()
 
     logged.clear()
     bootstrap(source, tmp_path / "data", fraction=0.5, student=None, student_name="raw features",
@@ -72,3 +73,11 @@ def test_bootstrap_refuses_its_own_folder_and_an_empty_one(tmp_path, measured):
     (tmp_path / "empty").mkdir()
     result = CliRunner().invoke(app, ["collect", "--bootstrap-from", str(tmp_path / "empty"), "--out", str(tmp_path)])
     assert result.exit_code == 1 and "holds no tuning databases" in result.output
+
+
+def test_bootstrap_takes_only_the_named_models_and_names_a_missing_one(tmp_path, measured):
+    source = measured.parent
+    result = CliRunner().invoke(app, ["collect", "--bootstrap-from", str(source), "--model", "two", "--model", "nine",
+                                      "--out", str(tmp_path / "data")])
+    assert result.exit_code == 1 and "no model folder nine; it has two" in result.output
+    assert not list((tmp_path / "data").glob(f"*/two/{RECORD_FILE}"))  # refused before measuring anything
