@@ -99,7 +99,7 @@ def write_card(root: Path, card: dict) -> None:
     if "bootstrap" in card:
         boot = card["bootstrap"]
         names = [name for name, model in card["models"].items() if model.get("bootstrapped")]
-        lines += [f"Bootstrapped (`collect --bootstrap-from`): {', '.join(names)}, from {boot['source']}: "
+        lines += [f"Bootstrapped (`collect --bootstrap-from`): {', '.join(names) or 'its models'}, from {boot['source']}: "
                   f"{boot['fraction']:.0%} of each task's candidates there, RDU picks embedded by {boot['embedded_by']}, "
                   "measured here.", ""]
     lines += ["| model | split | tasks | records | hours |", "|---|---|---|---|---|"]
