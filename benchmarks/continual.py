@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import json
 import sys
 import time
@@ -71,7 +72,9 @@ def efficiency(args) -> dict:
     if teacher is None and any(m in TEACHER_METHODS for m in methods):
         raise SystemExit(f"methods {', '.join(TEACHER_METHODS)} need --teacher")
     rows = []
-    for steps, seed, method in ((st, se, m) for st in args.steps for se in args.seeds for m in methods):
+    if args.save_students:
+        args.save_students.mkdir(parents=True, exist_ok=True)
+    for steps, seed, method in itertools.product(args.steps, args.seeds, methods):
         picked_once = method in ("full", "full+distil", "teacher")  # nothing random to vary but training
         if picked_once and seed != args.seeds[0] and not args.all_seeds_full:
             continue
@@ -90,7 +93,6 @@ def efficiency(args) -> dict:
         else:
             student, _ = distil_student(None, tasks, config=DistillConfig(steps=steps, seed=seed))
         if args.save_students and method != "teacher":
-            args.save_students.mkdir(parents=True, exist_ok=True)
             save_student(student, args.save_students / f"{method}-{steps}-seed{seed}.pt")
         row = {"method": method, "steps": 0 if method == "teacher" else steps, "seed": seed,
                "records": 0 if method == "teacher" else sum(t.size for t in tasks),
@@ -216,6 +218,7 @@ def _markdown(mode: str, result: dict, command: str) -> str:
                      "that student untouched. " if result.get("teacher") else "")
                   + "Other rows train from scratch.", "",
                   "| method | steps | records | top-1 | top-5 | pairwise | seeds |", "|---|---|---|---|---|---|---|"]
+
         def row_steps(row: dict) -> int:  # rows of older results carry no steps: they had one value
             return row.get("steps", 0 if row["method"] == "teacher" else steps[0])
 

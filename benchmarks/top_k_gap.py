@@ -1,15 +1,15 @@
 """Which tasks make the top-k gap between two students: per-task scores and each task's share.
 
-    .venv/bin/python benchmarks/top_k_gap.py --data data/<platform> A.pt B.pt [--split eval] [--k 1]
+    .venv/bin/python benchmarks/top_k_gap.py --data data/<platform> --a A.pt [...] --b B.pt [...] [--split eval] [--k 1]
 
 A held-out top-k is a weighted mean over a few dozen tasks, and one task's top-1 jumps between
 about 1 and a fraction of it when the candidate ranked first changes. So two students' top-1
 can differ by points because of two or three tasks. This scores both students on the split and
 lists each task's top-k for A and B and its contribution to the gap, (B - A) * weight / total
 weight, largest first; the contributions sum to B's top-k minus A's. A 95% interval from
-resampling the tasks says whether the sign would survive another set of tasks. Several students per side
-(`--a X.pt Y.pt --b ...`) are averaged per task, so a gap shared by training seeds stands out
-from one seed's luck. Writes benchmarks/results/top_k_gap_<stem>.json.
+resampling the tasks says whether the sign would survive another set of tasks. Several students
+per side (`--a X.pt Y.pt --b ...`) are averaged per task, so a gap shared by training seeds
+stands out from one seed's luck. Writes benchmarks/results/top_k_gap_<stem>.json.
 """
 
 from __future__ import annotations
@@ -40,12 +40,13 @@ def task_gap(per_task_a: np.ndarray, per_task_b: np.ndarray, weights: np.ndarray
     """
     a, b, w = (np.asarray(x, dtype=np.float64) for x in (per_task_a, per_task_b, weights))  # (t,) each
     ok = np.isfinite(a) & np.isfinite(b)  # (t,)
-    contribution = np.where(ok, (np.where(ok, b, 0) - np.where(ok, a, 0)) * w, 0.0) / w[ok].sum()  # (t,)
+    weighted_difference = np.where(ok, (b - a) * w, 0.0)  # (t,): 0 where a task is not scored
+    contribution = weighted_difference / w[ok].sum()  # (t,)
     order = np.argsort(-np.abs(contribution), kind="stable")
     gap = float(contribution.sum())
     scored = np.flatnonzero(ok)
     draws = np.random.default_rng(seed).choice(scored, size=(resamples, len(scored)))  # (r, t_ok)
-    resampled = ((b[draws] - a[draws]) * w[draws]).sum(axis=1) / w[draws].sum(axis=1)  # (r,)
+    resampled = weighted_difference[draws].sum(axis=1) / w[draws].sum(axis=1)  # (r,)
     tasks = [{"task": int(i), "weight": float(w[i]), "a": round(float(a[i]), 4), "b": round(float(b[i]), 4),
               "contribution": round(float(contribution[i]), 4)} for i in order if ok[i]]
     return {"gap": round(gap, 4), "gap_ci95": [round(float(q), 4) for q in np.percentile(resampled, [2.5, 97.5])],
