@@ -53,6 +53,37 @@ def test_scores_reach_the_search_positive_in_the_students_order_on_one_scale(con
     np.testing.assert_allclose(model.predict(context, candidates[1:3]), scores[1:3], rtol=1e-6)
 
 
+def test_each_distinct_sequence_is_scored_once_between_updates(conv_candidates, monkeypatch):
+    """A round predicts its evolving population several times; repeats must not rerun the student."""
+    from tcl_core import cost_model
+    from tcl_core.features import pad_batch, trace_features
+    from tcl_core.student import predict
+
+    context, candidates = conv_candidates
+    model = TclCostModel()
+    scored_rows: list[int] = []
+    real_predict = cost_model.predict
+
+    def counting_predict(student, features, mask, **kwargs):
+        scored_rows.append(len(features))
+        return real_predict(student, features, mask, **kwargs)
+
+    monkeypatch.setattr(cost_model, "predict", counting_predict)
+    population = candidates + candidates[:3] + candidates  # survivors come back within a call and across calls
+    distinct = len({trace_features(c.sch.trace).tobytes() for c in candidates})
+    first = model.predict(context, population)
+    assert scored_rows == [distinct]
+    features, mask = pad_batch([trace_features(c.sch.trace) for c in population], model.student.config.max_len)
+    raw = predict(model.student, features, mask)  # every candidate scored, as without the cache
+    np.testing.assert_allclose(np.log(first), raw - raw.max(), rtol=1e-5, atol=1e-5)  # first = exp(raw - anchor)
+    np.testing.assert_allclose(model.predict(context, candidates[::-1]), first[: len(candidates)][::-1], rtol=1e-6)
+    assert scored_rows == [distinct]  # the second call hit the cache only
+    results = [tvm_api.ms.runner.RunnerResult(run_secs=[1e-3 * (i + 1)], error_msg=None) for i in range(len(candidates))]
+    model.update(context, candidates, results)
+    model.predict(context, candidates)
+    assert scored_rows == [distinct, distinct]  # new weights: everything scored again
+
+
 def test_update_fine_tunes_on_fresh_measurements(conv_candidates, tmp_path):
     torch.manual_seed(0)
     context, candidates = conv_candidates
