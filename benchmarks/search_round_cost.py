@@ -100,7 +100,8 @@ def replay_cached(events: list, student) -> tuple[list[float], list[np.ndarray],
         started = time.perf_counter()
         model.predict(SimpleNamespace(task_name=event[1]), candidates)
         seconds.append(time.perf_counter() - started)
-        scored.append(len(model._scores) - cached_before if len(model._scores) >= cached_before else len(model._scores))
+        cached_after = len(model._scores)  # fewer than before only if the cache's size bound emptied it
+        scored.append(cached_after - cached_before if cached_after >= cached_before else cached_after)
         scores.append(model._score([trace_features(trace) for trace in event[2]]))  # untimed: all cached now
     return seconds, scores, scored
 

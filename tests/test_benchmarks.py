@@ -162,3 +162,18 @@ def test_top_k_gap_interval_is_a_point_when_every_task_moves_alike_and_spreads_o
     mixed = task_gap(a, np.array([1.0, 0.4, 0.6, 0.0]), np.ones(4))  # +0.8 and -0.8: no gap on average
     low, high = mixed["gap_ci95"]
     assert mixed["gap"] == pytest.approx(0.0) and low < -0.1 and high > 0.1
+
+
+def test_search_round_cost_groups_a_tasks_calls_between_updates_into_rounds():
+    from benchmarks.search_round_cost import rounds, summarise
+
+    calls = lambda task, size: ("predict", task, [None] * size)  # noqa: E731  (traces are not read here)
+    events = [calls("a", 4), calls("a", 4), ("update", "a"), calls("b", 2), calls("a", 4), ("update", "a"),
+              calls("a", 4)]
+    assert rounds(events) == [[0, 1], [2], [3], [4]]  # a task switch also starts a round
+    summary = summarise(events, every_s=[1.0, 1.0, 0.5, 1.0, 1.0], cached_s=[1.0, 0.0, 0.5, 0.5, 0.5],
+                        scored=[4, 0, 2, 2, 4])
+    assert summary["candidates"] == 18 and summary["rounds"] == 4 and summary["scored_share"] == round(12 / 18, 3)
+    assert summary["every_candidate"]["seconds_per_round"] == pytest.approx((2.0 + 0.5 + 1.0 + 1.0) / 4)
+    assert summary["cached"]["seconds_per_round"] == pytest.approx((1.0 + 0.5 + 0.5 + 0.5) / 4)
+    assert summary["speedup"] == pytest.approx(4.5 / 2.5)
