@@ -176,4 +176,12 @@ def test_search_round_cost_groups_a_tasks_calls_between_updates_into_rounds():
     assert summary["candidates"] == 18 and summary["rounds"] == 4 and summary["scored_share"] == round(12 / 18, 3)
     assert summary["every_candidate"]["seconds_per_round"] == pytest.approx((2.0 + 0.5 + 1.0 + 1.0) / 4)
     assert summary["cached"]["seconds_per_round"] == pytest.approx((1.0 + 0.5 + 0.5 + 0.5) / 4)
+    assert summary["every_candidate"]["slowest_round_seconds"] == 2.0 and summary["cached"]["slowest_round_seconds"] == 1.0
     assert summary["speedup"] == pytest.approx(4.5 / 2.5)
+
+
+def test_search_round_cost_counts_trace_objects_seen_again_within_a_round():
+    from benchmarks.search_round_cost import repeated_trace_share
+
+    events = [("predict", "a", ["x", "y"]), ("predict", "a", ["x", "z"]), ("update", "a"), ("predict", "a", ["x"])]
+    assert repeated_trace_share(events) == 0.2  # one repeat ("x" in the second call) of five; the update starts afresh
