@@ -36,6 +36,8 @@ def headroom(tasks: list[TaskRecords], *, far: float = 0.7) -> dict:
         padded = np.concatenate([speeds, np.zeros(5)])  # a task of fewer than 5 has a 0 fifth
         rows.append({"workload": task.workload_hash, "weight": task.weight, "candidates": task.size,
                      "second_over_best": float(padded[1] / speeds[0]), "fifth_over_best": float(padded[4] / speeds[0])})
+    if not rows:
+        raise ValueError("no task has two or more candidates with a successful run: top-k has nothing to rank")
     weights = [r["weight"] for r in rows]
     return {
         "tasks": len(rows), "candidates_per_task": [min(r["candidates"] for r in rows), max(r["candidates"] for r in rows)],

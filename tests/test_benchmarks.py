@@ -110,6 +110,8 @@ def test_top_k_headroom_is_the_runner_up_oracle_weighted_as_top_k():
     assert result["top1_if_second_best_first"] == pytest.approx((0.5 * 1 + 0.8 * 3) / 4)
     assert result["top1_if_fifth_best_first"] == pytest.approx((0.1 * 1 + 0.0 * 3) / 4)
     assert [r["workload"] for r in result["tasks_runner_up_far_behind"]] == ["w1.0"]
+    with pytest.raises(ValueError, match="nothing to rank"):
+        headroom(tasks[2:])  # only tasks it leaves out
 
 
 def test_top_k_density_draws_subsets_and_scores_them_as_top_k_does():
