@@ -12,8 +12,8 @@ best of `--repeat`:
 
 * `every candidate`: trace features, padding and the student on every candidate of every call,
   as the adapter did before its score cache;
-* `cached`: the adapter's own `predict` (features for all, the student only on sequences not
-  scored since the last update), its cache cleared where the run had an update.
+* `cached`: the adapter's own `predict` (features once per trace object, the student once per
+  distinct sequence, within a round), its caches cleared where the run had an update.
 
 Both give the same scores (checked). The share of candidates the student still has to score
 depends on the search (population, mutation), so it is measured, not assumed. Timings inside
@@ -93,7 +93,7 @@ def replay_cached(events: list, student) -> tuple[list[float], list[np.ndarray],
     seconds, scores, scored = [], [], []
     for event in events:
         if event[0] == "update":
-            model._forget_scores()  # the run's update changed the weights here; the replay's do not change
+            model._start_round()  # where the run's update ended a round (the replay's weights do not change)
             continue
         candidates = [SimpleNamespace(sch=SimpleNamespace(trace=trace)) for trace in event[2]]
         cached_before = len(model._scores)

@@ -11,11 +11,13 @@ ranking scores carry no fixed offset (the loss sees only differences) and came o
 every candidate of the shipped students, so, passed raw, all tied at 0 and the search ran
 unguided: the student's ranking reached only the eps-greedy share of the picks, by accident.
 
-Each distinct feature sequence is scored once between two updates (`_score`): a search round
-predicts its population several times over as it evolves, and unmutated survivors and mutations
-that land on the same program come back. In a real search (ViT block, 64 trials, population
-512) only 38% of the candidates handed to `predict` were sequences not already scored since the
-last update (benchmarks/search_round_cost.py). Exact: the student reads nothing but the features.
+A search round (one task's evolutionary search, between two updates) predicts its population
+once per generation, and much of it comes back: unmutated survivors as the same trace object,
+mutations that land on an already seen program as equal features. So between updates each trace
+object is featurised once (`_features`) and each distinct feature sequence scored once
+(`_score`). In a real search (ViT block, 64 trials, population 512; benchmarks/search_round_cost.py)
+36% of the candidates handed to `predict` were a trace object already seen in the round and only
+39% were sequences not yet scored. Exact: the student reads nothing but the features.
 """
 
 from __future__ import annotations
@@ -58,18 +60,19 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
         self._measured: dict[str, tuple[list[np.ndarray], list[float]]] = {}  # task -> (features, seconds)
         self._anchors: dict[str, float] = {}  # task -> the score mapped to 1; reset when the student changes
         self._scores: dict[bytes, float] = {}  # digest of a feature sequence -> its score; reset likewise
+        self._traces: dict[object, tuple[int, np.ndarray]] = {}  # trace (by handle) -> (instructions, features)
 
     def load(self, path: str) -> None:
         self.student = load_student(Path(path))
         self._optimiser = None
-        self._forget_scores()
+        self._start_round()
 
     def save(self, path: str) -> None:
         save_student(self.student, Path(path))
 
     def update(self, context, candidates, results) -> None:
         sequences, seconds = self._measured.setdefault(str(context.task_name), ([], []))
-        sequences.extend(trace_features(candidate.sch.trace) for candidate in candidates)
+        sequences.extend(self._features(candidate.sch.trace) for candidate in candidates)
         seconds.extend(_run_seconds(result) for result in results)
         groups = []
         for task_sequences, task_seconds in self._measured.values():
@@ -82,13 +85,12 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
             self._optimiser = torch.optim.Adam(self.student.parameters(), lr=self.lr)
         train_steps(self.student, groups, steps=self.update_steps if groups else 0, lr=self.lr,
                     sequential=self.sequential_scan, optimiser=self._optimiser)
-        if groups:
-            self._forget_scores()  # new weights: new scores, new scale
+        self._start_round()
 
     def predict(self, context, candidates) -> np.ndarray:
         if not candidates:
             return np.zeros(0, dtype="float64")
-        scores = self._score([trace_features(c.sch.trace) for c in candidates])  # (b,)
+        scores = self._score([self._features(c.sch.trace) for c in candidates])  # (b,)
         # One anchor per task until the next update: a search round scores its population in
         # several calls and keeps the best across them, so the calls must share one scale.
         anchor = self._anchors.setdefault(str(context.task_name), float(scores.max()))
@@ -109,12 +111,24 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
             self._scores.update(zip(fresh, scored.tolist()))
         return np.fromiter((self._scores[key] for key in keys), dtype=np.float32, count=len(keys))  # (b,)
 
-    def _forget_scores(self) -> None:
+    def _features(self, trace) -> np.ndarray:
+        """`trace_features(trace)`, computed once per trace object in a round (the object is kept alive, so its handle is not reused)."""
+        length = len(trace.insts)  # a trace only ever grows in place; a longer one is featurised anew
+        cached = self._traces.get(trace)
+        if cached is None or cached[0] != length:
+            if len(self._traces) >= _MAX_CACHED_SCORES:
+                self._traces.clear()
+            cached = self._traces[trace] = (length, trace_features(trace))
+        return cached[1]
+
+    def _start_round(self) -> None:
+        """An update ends a search round: new weights (new scores and scale), and the next round's candidates are new objects."""
         self._anchors.clear()
         self._scores.clear()
+        self._traces.clear()
 
 
-_MAX_CACHED_SCORES = 1 << 16  # about 3 rounds of a 4096 population; keys are 16 bytes each
+_MAX_CACHED_SCORES = 1 << 16  # per cache; about 3 rounds of a 4096 population
 
 
 def positive_scores(scores: np.ndarray, anchor: float) -> np.ndarray:

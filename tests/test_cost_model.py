@@ -84,6 +84,33 @@ def test_each_distinct_sequence_is_scored_once_between_updates(conv_candidates, 
     assert scored_rows == [distinct, distinct]  # new weights: everything scored again
 
 
+def test_each_trace_object_is_featurised_once_in_a_round(conv_candidates, monkeypatch):
+    """Survivors of a generation come back as the same trace object; an update starts a new round."""
+    from tcl_core import cost_model
+
+    context, candidates = conv_candidates
+    featurised: list[object] = []
+    real_features = cost_model.trace_features
+
+    def counting_features(trace):
+        featurised.append(trace)
+        return real_features(trace)
+
+    monkeypatch.setattr(cost_model, "trace_features", counting_features)
+    model = TclCostModel()
+    first = model.predict(context, candidates + candidates[:2])
+    assert len(featurised) == len(candidates)
+    # the same schedules, through new wrapper objects (as MetaSchedule hands them back): no new features
+    again = [tvm_api.ms.MeasureCandidate(c.sch, c.args_info) for c in candidates]
+    np.testing.assert_array_equal(model.predict(context, again), first[: len(candidates)])
+    assert len(featurised) == len(candidates)
+    results = [tvm_api.ms.runner.RunnerResult(run_secs=[1e-3 * (i + 1)], error_msg=None) for i in range(len(candidates))]
+    model.update(context, candidates, results)  # its features come from the round's cache
+    assert len(featurised) == len(candidates)
+    model.predict(context, candidates)
+    assert len(featurised) == 2 * len(candidates)
+
+
 def test_update_fine_tunes_on_fresh_measurements(conv_candidates, tmp_path):
     torch.manual_seed(0)
     context, candidates = conv_candidates
