@@ -5,8 +5,9 @@
 
 Tunes `--model` from an empty database through the real pipeline with the `tcl` cost model and
 records the candidate traces of every `predict` call and where each `update` fell. A search
-round is one task's evolutionary search between two updates: the population is predicted once
-per genetic iteration, so a round is several calls (5 with TVM's defaults). After the run,
+round is one task's evolutionary search, ended by an update or by the search moving to another
+task: the population is predicted once per genetic iteration, so a round is several calls (5
+with TVM's defaults). After the run,
 with nothing else running, the whole call sequence is replayed with the same student, each way
 best of `--repeat`:
 
@@ -100,14 +101,14 @@ def replay_cached(events: list, student) -> tuple[list[float], list[np.ndarray],
         started = time.perf_counter()
         model.predict(SimpleNamespace(task_name=event[1]), candidates)
         seconds.append(time.perf_counter() - started)
-        cached_after = len(model._scores)  # fewer than before only if the cache's size bound emptied it
+        cached_after = len(model._scores)  # fewer than before if a new round (another task) or the size bound emptied it
         scored.append(cached_after - cached_before if cached_after >= cached_before else cached_after)
         scores.append(model._score([trace_features(trace) for trace in event[2]]))  # untimed: all cached now
     return seconds, scores, scored
 
 
 def rounds(events: list) -> list[list[int]]:
-    """Indices (into the predict calls) of each search round: a task's calls between two updates."""
+    """Indices (into the predict calls) of each search round: consecutive calls for one task with no update between."""
     grouped: list[list[int]] = []
     call, current_task = 0, None
     for event in events:
@@ -123,22 +124,19 @@ def rounds(events: list) -> list[list[int]]:
 
 
 def repeated_trace_share(events: list) -> float:
-    """Share of predicted candidates whose trace object (by handle) a task's round already predicted.
+    """Share of predicted candidates whose trace object (by handle) the same round already predicted.
 
     What a feature cache keyed by trace identity could skip (unmutated survivors come back as the
     same object; mutations are new objects even when they land on an old program).
     """
-    seen: set = set()
-    repeats = total = 0
-    for event in events:
-        if event[0] == "update":
-            seen.clear()
-            continue
-        for trace in event[2]:  # tvm_ffi objects hash and compare by handle; the events keep them alive
+    calls = [event[2] for event in events if event[0] == "predict"]
+    repeats = 0
+    for group in rounds(events):
+        seen: set = set()  # tvm_ffi objects hash and compare by handle; the events keep them alive
+        for trace in (trace for i in group for trace in calls[i]):
             repeats += trace in seen
             seen.add(trace)
-        total += len(event[2])
-    return round(repeats / total, 3)
+    return round(repeats / sum(len(traces) for traces in calls), 3)
 
 
 def summarise(events: list, every_s: list[float], cached_s: list[float], scored: list[int]) -> dict:

@@ -11,11 +11,13 @@ ranking scores carry no fixed offset (the loss sees only differences) and came o
 every candidate of the shipped students, so, passed raw, all tied at 0 and the search ran
 unguided: the student's ranking reached only the eps-greedy share of the picks, by accident.
 
-A search round (one task's evolutionary search, between two updates) predicts its population
-once per generation, and much of it comes back: unmutated survivors as the same trace object,
-mutations that land on an already seen program as equal features. So between updates each trace
-object is featurised once (`_features`) and each distinct feature sequence scored once
-(`_score`). In a real search (ViT block, 64 trials, population 512; benchmarks/search_round_cost.py)
+A search round (one task's evolutionary search, ended by an update or by the search moving to
+another task) predicts its population once per generation, and much of it comes back: unmutated
+survivors as the same trace object, mutations that land on an already seen program as equal
+features. So within a round each trace object is featurised once (`_features`) and each distinct
+feature sequence scored once (`_score`); both caches are dropped when the round ends, which keeps
+them to one round's population (MetaSchedule's task scheduler searches every task once before
+it joins any measurement, so updates alone would let them grow over all tasks). In a real search (ViT block, 64 trials, population 512; benchmarks/search_round_cost.py)
 36% of the candidates handed to `predict` were a trace object already seen in the round and only
 38% were sequences not yet scored (38-39% over three runs). Exact: the student reads nothing but the features.
 """
@@ -58,9 +60,11 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
         self._optimiser: torch.optim.Optimizer | None = None  # one Adam for the whole search
         self.sequential_scan = sequential_scan  # the step-by-step scan measured faster on CPU
         self._measured: dict[str, tuple[list[np.ndarray], list[float]]] = {}  # task -> (features, seconds)
-        self._anchors: dict[str, float] = {}  # task -> the score mapped to 1; reset when the student changes
-        self._scores: dict[bytes, float] = {}  # digest of a feature sequence -> its score; reset likewise
+        # Per search round (see the module docstring), reset by _start_round:
+        self._anchor: float | None = None  # the score mapped to 1
+        self._scores: dict[bytes, float] = {}  # digest of a feature sequence -> its score
         self._traces: dict[object, tuple[int, np.ndarray]] = {}  # trace (by handle) -> (instructions, features)
+        self._round_task: str | None = None  # the task whose round the caches hold
 
     def load(self, path: str) -> None:
         self.student = load_student(Path(path))
@@ -90,22 +94,27 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
     def predict(self, context, candidates) -> np.ndarray:
         if not candidates:
             return np.zeros(0, dtype="float64")
+        task = str(context.task_name)
+        if task != self._round_task:
+            self._start_round()
+            self._round_task = task
         scores = self._score([self._features(c.sch.trace) for c in candidates])  # (b,)
-        # One anchor per task until the next update: a search round scores its population in
-        # several calls and keeps the best across them, so the calls must share one scale.
-        anchor = self._anchors.setdefault(str(context.task_name), float(scores.max()))
-        return positive_scores(scores, anchor)
+        # One anchor per round: a search round scores its population in several calls and keeps
+        # the best across them, so the calls must share one scale.
+        if self._anchor is None:
+            self._anchor = float(scores.max())
+        return positive_scores(scores, self._anchor)
 
     def _score(self, sequences: list[np.ndarray]) -> np.ndarray:
-        """The student's scores (b,) for (l_i, f) sequences, running it only on those not scored since the last update."""
+        """The student's scores (b,) for (l_i, f) sequences, running it only on those not yet scored in this round."""
         keys = [hashlib.blake2b(sequence.tobytes(), digest_size=16).digest() for sequence in sequences]
         fresh: dict[bytes, np.ndarray] = {}  # key -> sequence, each unscored one once
         for key, sequence in zip(keys, sequences):
             if key not in self._scores and key not in fresh:
                 fresh[key] = sequence
         if fresh:
-            if len(self._scores) + len(fresh) > _MAX_CACHED_SCORES:
-                self._scores.clear()  # a bound for searches that never update; it refills within a round
+            if len(self._scores) + len(fresh) > _MAX_CACHED:
+                self._scores.clear()  # a bound for very large populations; costs only recomputation
             features, mask = pad_batch(list(fresh.values()), self.student.config.max_len)
             scored = predict(self.student, features, mask, sequential=self.sequential_scan)  # (fresh,)
             self._scores.update(zip(fresh, scored.tolist()))
@@ -116,19 +125,22 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
         length = len(trace.insts)  # a trace only ever grows in place; a longer one is featurised anew
         cached = self._traces.get(trace)
         if cached is None or cached[0] != length:
-            if len(self._traces) >= _MAX_CACHED_SCORES:
+            if len(self._traces) >= _MAX_CACHED:
                 self._traces.clear()
             cached = self._traces[trace] = (length, trace_features(trace))
         return cached[1]
 
     def _start_round(self) -> None:
-        """An update ends a search round: new weights (new scores and scale), and the next round's candidates are new objects."""
-        self._anchors.clear()
+        """Forget the last round: after an update its scores and scale are stale, and a new round brings new objects."""
+        self._anchor = None
         self._scores.clear()
         self._traces.clear()
+        self._round_task = None
 
 
-_MAX_CACHED_SCORES = 1 << 16  # per cache; about 3 rounds of a 4096 population
+# Per cache. A round of population p holds about 5 p entries (2,560 at the daemon's 512), a feature
+# sequence about 6 KB, so this caps the trace cache near 100 MB for populations past 3,000.
+_MAX_CACHED = 1 << 14
 
 
 def positive_scores(scores: np.ndarray, anchor: float) -> np.ndarray:

@@ -185,5 +185,6 @@ def test_search_round_cost_groups_a_tasks_calls_between_updates_into_rounds():
 def test_search_round_cost_counts_trace_objects_seen_again_within_a_round():
     from benchmarks.search_round_cost import repeated_trace_share
 
-    events = [("predict", "a", ["x", "y"]), ("predict", "a", ["x", "z"]), ("update", "a"), ("predict", "a", ["x"])]
-    assert repeated_trace_share(events) == 0.2  # one repeat ("x" in the second call) of five; the update starts afresh
+    events = [("predict", "a", ["x", "y"]), ("predict", "a", ["x", "z"]), ("update", "a"), ("predict", "a", ["x"]),
+              ("predict", "b", ["x"])]
+    assert repeated_trace_share(events) == round(1 / 6, 3)  # "x" in the second call; an update or a task switch starts afresh

@@ -109,6 +109,11 @@ def test_each_trace_object_is_featurised_once_in_a_round(conv_candidates, monkey
     assert len(featurised) == len(candidates)
     model.predict(context, candidates)
     assert len(featurised) == 2 * len(candidates)
+    # the search moving to another task ends the round too (the caches hold one round at a time)
+    another_task = tvm_api.ms.TuneContext(mod=context.mod, target=context.target, task_name="another task")
+    model.predict(another_task, candidates[:1])
+    model.predict(context, candidates[:1])
+    assert len(featurised) == 2 * len(candidates) + 2
 
 
 def test_update_fine_tunes_on_fresh_measurements(conv_candidates, tmp_path):
