@@ -38,6 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import MODELS, tune_once  # noqa: E402
+from tcl_core import cost_model  # noqa: E402
 from tcl_core.cost_model import TclCostModel  # noqa: E402
 from tcl_core.features import pad_batch, trace_features  # noqa: E402
 from tcl_core.platform import cpu_model_name  # noqa: E402
@@ -92,18 +93,27 @@ def replay_cached(events: list, student) -> tuple[list[float], list[np.ndarray],
     """Seconds, raw scores and sequences scored by the student, per predict call, through the adapter."""
     model = TclCostModel._cls(student)
     seconds, scores, scored = [], [], []
-    for event in events:
-        if event[0] == "update":
-            model._start_round()  # where the run's update ended a round (the replay's weights do not change)
-            continue
-        candidates = [SimpleNamespace(sch=SimpleNamespace(trace=trace)) for trace in event[2]]
-        cached_before = len(model._scores)
-        started = time.perf_counter()
-        model.predict(SimpleNamespace(task_name=event[1]), candidates)
-        seconds.append(time.perf_counter() - started)
-        cached_after = len(model._scores)  # fewer than before if a new round (another task) or the size bound emptied it
-        scored.append(cached_after - cached_before if cached_after >= cached_before else cached_after)
-        scores.append(model._score([trace_features(trace) for trace in event[2]]))  # untimed: all cached now
+    student_rows: list[int] = []  # rows the adapter hands the student, one entry per student call
+
+    def counting_predict(student_, features, mask, **kwargs):
+        student_rows.append(len(features))
+        return predict(student_, features, mask, **kwargs)
+
+    cost_model.predict = counting_predict  # the adapter's module-level call; restored below
+    try:
+        for event in events:
+            if event[0] == "update":
+                model._start_round()  # where the run's update ended a round (the replay's weights do not change)
+                continue
+            candidates = [SimpleNamespace(sch=SimpleNamespace(trace=trace)) for trace in event[2]]
+            student_rows.clear()
+            started = time.perf_counter()
+            model.predict(SimpleNamespace(task_name=event[1]), candidates)
+            seconds.append(time.perf_counter() - started)
+            scored.append(sum(student_rows))
+            scores.append(model._score([model._features(trace) for trace in event[2]]))  # untimed: all cached now
+    finally:
+        cost_model.predict = predict
     return seconds, scores, scored
 
 

@@ -17,9 +17,10 @@ survivors as the same trace object, mutations that land on an already seen progr
 features. So within a round each trace object is featurised once (`_features`) and each distinct
 feature sequence scored once (`_score`); both caches are dropped when the round ends, which keeps
 them to one round's population (MetaSchedule's task scheduler searches every task once before
-it joins any measurement, so updates alone would let them grow over all tasks). In a real search (ViT block, 64 trials, population 512; benchmarks/search_round_cost.py)
-36% of the candidates handed to `predict` were a trace object already seen in the round and only
-38% were sequences not yet scored (38-39% over three runs). Exact: the student reads nothing but the features.
+it joins any measurement, so updates alone would let them grow over all tasks). In a real
+search (ViT block, 64 trials, population 512; benchmarks/search_round_cost.py) 36% of the
+candidates handed to `predict` were a trace object already seen in the round and only 38% were
+sequences not yet scored. Exact: the student reads nothing but the features.
 """
 
 from __future__ import annotations
