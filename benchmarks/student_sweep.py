@@ -1,12 +1,15 @@
 """Student sizes against held-out ranking quality: which configuration ships.
 
     .venv/bin/python benchmarks/student_sweep.py --data data/<platform> --steps 600 \
-        --configs 64x16x2 32x8x2 64x4x2 [--seeds 0 1 2] [--results student_sweep]
+        --configs 64x16x2 32x8x2 64x4x2 [--seeds 0 1 2] [--train-models resnet18 mlp ...] \
+        [--results student_sweep]
 
 Each configuration is `d_model x d_state x n_layers`; every one trains with the same seeds and
 steps on the card's train split (trace features) and is scored on the eval split with TenSet's
 top-1 / top-5 and pairwise accuracy, averaged over the seeds (one seed's noise is several
-points of top-1 here). Prediction time is measured separately on an idle machine
+points of top-1 here). `--train-models` trains on only these model folders of the train split,
+to see how held-out ranking grows with the number of models learnt from; each run also reports
+its scores on each held-out model alone. Prediction time is measured separately on an idle machine
 (benchmarks/cost_model_speed.py); this only compares quality and size. Writes
 benchmarks/results/student_sweep.{json,md}.
 """
@@ -35,6 +38,17 @@ def parse_config(text: str) -> StudentConfig:
     return StudentConfig(feature_dim=TRACE_FEATURE_DIM, d_model=d_model, d_state=d_state, n_layers=n_layers)
 
 
+def chosen_train_split(train_dirs: list[Path], names: list[str] | None) -> list[Path]:
+    """The train split's model folders named in `names` (all when None), in the split's order."""
+    if names is None:
+        return train_dirs
+    known = {path.name: path for path in train_dirs}
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"--train-models {unknown} are not in the train split {sorted(known)}")
+    return [path for path in train_dirs if path.name in names]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
@@ -43,12 +57,16 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--schedule", choices=SCHEDULES, default="constant")
     parser.add_argument("--configs", nargs="+", default=["64x16x2", "32x8x2", "64x4x2"])
+    parser.add_argument("--train-models", nargs="+", default=None, help="train on these model folders only")
     parser.add_argument("--results", default="student_sweep", help="file stem under --out")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     torch.set_num_threads(1)  # small batches: intra-op threads only wait on each other (evaluate.score_tasks)
     split = split_databases(args.data)
-    train_tasks, eval_tasks = load_split(split["train"]), load_split(split["eval"])
+    train_dirs = chosen_train_split(split["train"], args.train_models)
+    train_tasks = load_split(train_dirs)
+    eval_by_model = {path.name: load_split([path]) for path in split["eval"]}
+    eval_tasks = [task for tasks in eval_by_model.values() for task in tasks]
     rows = []
     for text in args.configs:
         config = parse_config(text)
@@ -58,27 +76,37 @@ def main() -> None:
             student, _ = train_student(train_tasks, steps=args.steps, seed=seed, config=config, lr=args.lr,
                                        schedule=args.schedule)
             runs.append({"seed": seed, "train_seconds": round(time.perf_counter() - started, 1),
-                         **evaluate(student, eval_tasks)})
+                         **evaluate(student, eval_tasks),
+                         "by_model": {name: evaluate(student, tasks) for name, tasks in eval_by_model.items()}})
             print(json.dumps({"config": text, **runs[-1]}), flush=True)
         row = {"config": text, "parameters": parameter_count(student), "runs": runs,
                **{key: float(np.mean([r[key] for r in runs])) for key in ("top1", "top5", "pairwise_accuracy",
                                                                           "train_seconds")},
-               "top1_sd": float(np.std([r["top1"] for r in runs])), "top5_sd": float(np.std([r["top5"] for r in runs]))}
+               "top1_sd": float(np.std([r["top1"] for r in runs])), "top5_sd": float(np.std([r["top5"] for r in runs])),
+               "top5_by_model": {name: float(np.mean([r["by_model"][name]["top5"] for r in runs]))
+                                 for name in eval_by_model}}
         rows.append(row)
     result = {"command": f"benchmarks/student_sweep.py --data {args.data} --steps {args.steps} "
                          f"--lr {args.lr} --schedule {args.schedule} "
                          f"--seeds {' '.join(map(str, args.seeds))} --configs {' '.join(args.configs)} "
-                         f"--results {args.results}",
+                         + (f"--train-models {' '.join(args.train_models)} " if args.train_models else "")
+                         + f"--results {args.results}",
+              "train_models": [path.name for path in train_dirs], "eval_models": list(eval_by_model),
               "train_records": sum(t.size for t in train_tasks), "eval_records": sum(t.size for t in eval_tasks),
               "rows": rows}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.results}.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = ["# Student size sweep (held-out ranking)", "", f"Command: `.venv/bin/python {result['command']}`. "
-             f"Mean over {len(args.seeds)} seed(s), ± the standard deviation.", "",
-             "| d_model x d_state x layers | parameters | top-1 | top-5 | pairwise | train s |",
-             "|---|---|---|---|---|---|",
+             f"Mean over {len(args.seeds)} seed(s), ± the standard deviation. Trained on "
+             f"{', '.join(result['train_models'])} ({result['train_records']} records); held out: "
+             f"{', '.join(result['eval_models'])} ({result['eval_records']} records).", "",
+             "| d_model x d_state x layers | parameters | top-1 | top-5 | "
+             + "".join(f"top-5 {name} | " for name in eval_by_model) + "pairwise | train s |",
+             "|---|---|---|---|" + "---|" * len(eval_by_model) + "---|---|",
              *[f"| {r['config']} | {r['parameters']} | {r['top1']:.3f} ± {r['top1_sd']:.3f} | "
-               f"{r['top5']:.3f} ± {r['top5_sd']:.3f} | {r['pairwise_accuracy']:.3f} | {r['train_seconds']:.0f} |"
+               f"{r['top5']:.3f} ± {r['top5_sd']:.3f} | "
+               + "".join(f"{r['top5_by_model'][name]:.3f} | " for name in eval_by_model)
+               + f"{r['pairwise_accuracy']:.3f} | {r['train_seconds']:.0f} |"
                for r in rows]]
     (args.out / f"{args.results}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

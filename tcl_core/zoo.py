@@ -126,6 +126,98 @@ def mlp(width: int = 1024) -> nn.Module:
     return nn.Sequential(nn.Linear(512, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
 
 
+class _ConvNextBlock(nn.Module):
+    """Depthwise 7x7 -> LayerNorm over channels -> Linear 4x -> GELU -> Linear, residual (Liu et al.)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.depthwise = nn.Conv2d(channels, channels, 7, padding=3, groups=channels)
+        self.norm = nn.LayerNorm(channels)
+        self.mlp = nn.Sequential(nn.Linear(channels, 4 * channels), nn.GELU(), nn.Linear(4 * channels, channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.depthwise(x).permute(0, 2, 3, 1)                             # (B, H, W, C)
+        return x + self.mlp(self.norm(y)).permute(0, 3, 1, 2)                 # (B, C, H, W)
+
+
+class _ConvNext(nn.Module):
+    def __init__(self, widths: tuple[int, ...], num_classes: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Conv2d(3, widths[0], 4, 4)]
+        for i, width in enumerate(widths):
+            if i:
+                layers.append(nn.Conv2d(widths[i - 1], width, 2, 2))
+            layers += [_ConvNextBlock(width), _ConvNextBlock(width)]
+        self.features = nn.Sequential(*layers)
+        self.head = nn.Linear(widths[-1], num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).mean(dim=(2, 3)))                   # (B, classes)
+
+
+def convnext_tiny(num_classes: int = 1000) -> nn.Module:
+    """Two stages of ConvNeXt blocks: depthwise convolutions and transformer-style MLPs in one model."""
+    return _ConvNext((64, 128), num_classes)
+
+
+class _MBConv(nn.Module):
+    """EfficientNet's inverted residual: SiLU, k x k depthwise, squeeze-and-excitation."""
+
+    def __init__(self, cin: int, cout: int, kernel: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        layers: list[nn.Module] = [] if expand == 1 else [*_conv_bn(cin, hidden, 1), nn.SiLU()]
+        layers += [*_conv_bn(hidden, hidden, kernel, stride, groups=hidden), nn.SiLU()]
+        self.expand_dw = nn.Sequential(*layers)
+        squeezed = max(1, cin // 4)
+        self.excite = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(hidden, squeezed, 1), nn.SiLU(),
+                                    nn.Conv2d(squeezed, hidden, 1), nn.Sigmoid())
+        self.project = nn.Sequential(*_conv_bn(hidden, cout, 1))
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.expand_dw(x)
+        y = self.project(y * self.excite(y))
+        return x + y if self.residual else y
+
+
+def efficientnet_lite(num_classes: int = 1000) -> nn.Module:
+    """The first stages of EfficientNet-B0 (Tan & Le): MBConv blocks with 3x3 and 5x5 depthwise kernels."""
+    layers: list[nn.Module] = [*_conv_bn(3, 32, 3, 2), nn.SiLU()]
+    cin = 32
+    for expand, cout, kernel, stride in ((1, 16, 3, 1), (6, 24, 3, 2), (6, 24, 3, 1), (6, 40, 5, 2), (6, 40, 5, 1),
+                                         (6, 80, 3, 2)):
+        layers.append(_MBConv(cin, cout, kernel, stride, expand))
+        cin = cout
+    layers += [*_conv_bn(cin, 320, 1), nn.SiLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(320, num_classes)]
+    return nn.Sequential(*layers)
+
+
+class _DecoderLayer(nn.Module):
+    """A pre-norm GPT decoder layer written out: causal self-attention and a 4x GELU MLP."""
+
+    def __init__(self, hidden: int, heads: int, length: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.qkv, self.proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+        self.mlp = nn.Sequential(nn.Linear(hidden, 4 * hidden), nn.GELU(), nn.Linear(4 * hidden, hidden))
+        self.register_buffer("mask", torch.full((length, length), float("-inf")).triu(1))  # (L, L)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, length, hidden = x.shape                                       # (B, L, H)
+        q, k, v = self.qkv(self.norm1(x)).reshape(batch, length, 3, self.heads, hidden // self.heads).permute(2, 0, 3, 1, 4)
+        scores = q @ k.transpose(-1, -2) / (hidden // self.heads) ** 0.5 + self.mask  # (B, h, L, L)
+        context = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(batch, length, hidden)  # (B, L, H)
+        x = x + self.proj(context)
+        return x + self.mlp(self.norm2(x))
+
+
+def gpt_block(hidden: int = 256, heads: int = 4, length: int = 128) -> nn.Module:
+    """One GPT-style decoder layer over token embeddings x[B, 128, 256]."""
+    return _DecoderLayer(hidden, heads, length)
+
+
 @dataclass(frozen=True)
 class ZooModel:
     name: str
@@ -140,6 +232,11 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in (
     ZooModel("mlp", mlp, (16, 512), "train"),
     # 96 x 96, not 112: its depthwise layers then share no shapes with the held-out MobileNetV2's
     ZooModel("mobilenet_v1", mobilenet_v1, (1, 3, 96, 96), "train"),
+    # Added later (rocketlake's data is the first to hold them): more kinds of kernel to learn from.
+    # 128 x 128 keeps EfficientNet's depthwise shapes apart from the held-out MobileNetV2's.
+    ZooModel("convnext_tiny", convnext_tiny, (1, 3, 96, 96), "train"),
+    ZooModel("efficientnet_lite", efficientnet_lite, (1, 3, 128, 128), "train"),
+    ZooModel("gpt_block", gpt_block, (1, 128, 256), "train"),
     ZooModel("mobilenet_v2", mobilenet_v2, (1, 3, 112, 112), "eval"),
     ZooModel("vit_block", vit_block, (1, 3, 112, 112), "eval"),
 )}

@@ -188,3 +188,13 @@ def test_search_round_cost_counts_trace_objects_seen_again_within_a_round():
     events = [("predict", "a", ["x", "y"]), ("predict", "a", ["x", "z"]), ("update", "a"), ("predict", "a", ["x"]),
               ("predict", "b", ["x"])]
     assert repeated_trace_share(events) == round(1 / 6, 3)  # "x" in the second call; an update or a task switch starts afresh
+
+
+def test_student_sweep_trains_on_the_named_models_of_the_train_split_only(tmp_path):
+    from benchmarks.student_sweep import chosen_train_split
+
+    train = [tmp_path / "resnet18", tmp_path / "mlp", tmp_path / "bert_layer"]
+    assert chosen_train_split(train, None) == train
+    assert chosen_train_split(train, ["bert_layer", "resnet18"]) == [train[0], train[2]]  # the split's order
+    with pytest.raises(ValueError, match=r"\['vit_block'\] are not in the train split"):
+        chosen_train_split(train, ["vit_block", "mlp"])
