@@ -42,26 +42,21 @@ class DistillSettings(BaseModel):
     lr: float = Field(1e-3, gt=0, description="Adam learning rate")
     alpha: float = Field(0.1, ge=0, description="weight of the distillation term (0: plain fine-tuning)")
     tolerance: float = Field(0.0, ge=0, description="promote if validation top-1 >= incumbent's - tolerance")
-    daily_at: str | None = Field(
+    daily_at: dt.time | None = Field(
         None, description='local time "HH:MM": each day once the clock passes it, every platform with any new '
                           "measurements gets a round at the next idle moment, min_new_records or not")
 
-    @field_validator("daily_at")
+    @field_validator("daily_at", mode="before")
     @classmethod
-    def _hh_mm(cls, value: str | None) -> str | None:
-        if value is not None:
+    def _hh_mm(cls, value: object) -> object:
+        """Parse "HH:MM" here, once; a TOML local time (`daily_at = 03:00`) arrives as a time already."""
+        if isinstance(value, str):
             hours, sep, minutes = value.partition(":")
             if not (sep and hours.isdigit() and minutes.isdigit() and len(minutes) == 2
                     and int(hours) < 24 and int(minutes) < 60):
                 raise ValueError(f'daily_at must be a 24-hour local time "HH:MM", got {value!r}')
+            return dt.time(int(hours), int(minutes))
         return value
-
-    def daily_time(self) -> dt.time | None:
-        """`daily_at` as a time of day, or None."""
-        if self.daily_at is None:
-            return None
-        hours, _, minutes = self.daily_at.partition(":")
-        return dt.time(int(hours), int(minutes))
 
     def round_settings(self, *, steps: int | None = None) -> RoundSettings:
         """What one round (tcl_core.continual.run_round) trains with; `steps` overrides the table's."""

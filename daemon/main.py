@@ -280,7 +280,7 @@ class Daemon:
 
     def _check_schedule(self, now: float) -> None:
         """Note when the local clock has passed `[distill] daily_at` since the last step."""
-        daily = self.config.distill.daily_time()
+        daily = self.config.distill.daily_at
         if daily is None:
             return
         previous, self._schedule_checked_at = self._schedule_checked_at, now
@@ -292,7 +292,7 @@ class Daemon:
             latest -= timedelta(days=1)
         if previous < latest.timestamp() <= now:
             log.info("distill daily_at %s passed: a round for every platform with new measurements",
-                     self.config.distill.daily_at)
+                     daily.strftime("%H:%M"))
             self._scheduled_rounds = self._distill_due = True
 
     def _maybe_distil(self) -> None:

@@ -134,5 +134,6 @@ def test_example_config_in_systemd_folder_loads():
 def test_daily_at_is_a_local_time_of_day(tmp_path):
     from datetime import time
 
-    assert load_config(_write(tmp_path, "[distill]\ndaily_at = '03:30'\n")).distill.daily_time() == time(3, 30)
-    assert load_config(_write(tmp_path, "")).distill.daily_time() is None
+    assert load_config(_write(tmp_path, "[distill]\ndaily_at = '03:30'\n")).distill.daily_at == time(3, 30)
+    assert load_config(_write(tmp_path, "[distill]\ndaily_at = 03:30:00\n")).distill.daily_at == time(3, 30)  # a TOML time
+    assert load_config(_write(tmp_path, "")).distill.daily_at is None
