@@ -93,14 +93,16 @@ def task_table(model_name: str, target_dict: dict) -> list[dict]:
 
 
 def _onnx_inputs(session, seed: int) -> dict[str, np.ndarray]:
-    """Seeded inputs for an onnxruntime session's (static-shaped, float) inputs."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
+    """The pipeline's seeded inputs (deploy.verify.random_inputs) for a session's static float inputs."""
+    from deploy import verify
+    from deploy.artifact import TensorInfo
+
+    inputs = []
     for info in session.get_inputs():
         if info.type != "tensor(float)" or not all(isinstance(d, int) for d in info.shape):
             raise ValueError(f"input {info.name}: the suite handles static float inputs, got {info.type} {info.shape}")
-        feeds[info.name] = rng.standard_normal(info.shape).astype(np.float32)
-    return feeds
+        inputs.append(TensorInfo(name=info.name, shape=list(info.shape), dtype="float32"))
+    return {info.name: array for info, array in zip(inputs, verify.random_inputs(inputs, seed))}
 
 
 def measure_deployed(model_name: str, libraries: dict[str, Path], *, repeats: int, seed: int) -> dict:
