@@ -1,6 +1,7 @@
 """Held-out ranking quality: the student vs TenSet-MLP vs TVM's XGBoost, same records, vs random.
 
-    .venv/bin/python benchmarks/cost_model_eval.py --data data/<platform> [--steps 600]
+    .venv/bin/python benchmarks/cost_model_eval.py --data data/<platform> [--steps 600] \
+        [--lr 0.001] [--schedule constant] [--results cost_model_eval]
 
 Every learned model sees only the card's train split; scores are TenSet's top-1 / top-5 on the
 eval split's tasks (weighted by how often each occurs in its model) and pairwise accuracy, with
@@ -12,7 +13,7 @@ the exact random-ranking baseline beside them. Rows:
 * TVM's XGBoost (its own features) updated with every train record.
 
 Feature extraction is timed for both encodings (candidates per second, from stored records).
-Writes benchmarks/results/cost_model_eval.{json,md}.
+Writes benchmarks/results/<results>.{json,md} (default cost_model_eval).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from tcl_core.evaluate import evaluate  # noqa: E402
 from tcl_core.features import PER_STORE_FEATURE_DIM, per_store_task_featuriser  # noqa: E402
 from tcl_core.metrics import ranking_summary  # noqa: E402
 from tcl_core.records import card_weights, mean_seconds  # noqa: E402
-from tcl_core.student import StudentConfig, normalise_labels, parameter_count  # noqa: E402
+from tcl_core.student import SCHEDULES, StudentConfig, normalise_labels, parameter_count  # noqa: E402
 from tcl_core.tenset_mlp import TensetMLP  # noqa: E402
 from tcl_core.train import load_split, split_databases, train_student  # noqa: E402
 
@@ -90,6 +91,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=1e-3, help="the neural models' Adam learning rate")
+    parser.add_argument("--schedule", choices=SCHEDULES, default="constant", help="their learning-rate schedule")
+    parser.add_argument("--results", default="cost_model_eval", help="file stem under --out")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     torch.set_num_threads(1)  # small batches: intra-op threads only wait on each other (evaluate.score_tasks)
@@ -110,29 +114,31 @@ def main() -> None:
           "(both including TVM's replay of each stored trace)", flush=True)
 
     rows = {}
-    student, seconds = _trained("student/trace", train_trace, args.steps, args.seed)
+    schedule = {"lr": args.lr, "schedule": args.schedule}
+    student, seconds = _trained("student/trace", train_trace, args.steps, args.seed, **schedule)
     rows["student_trace"] = {**evaluate(student, eval_trace), "parameters": parameter_count(student),
                              "train_seconds": seconds}
     store_student, seconds = _trained("student/per-store", train_store, args.steps, args.seed,
-                                      config=StudentConfig(feature_dim=PER_STORE_FEATURE_DIM))
+                                      config=StudentConfig(feature_dim=PER_STORE_FEATURE_DIM), **schedule)
     rows["student_per_store"] = {**evaluate(store_student, eval_store), "parameters": parameter_count(store_student),
                                  "train_seconds": seconds}
     torch.manual_seed(args.seed)
-    mlp, seconds = _trained("tenset-mlp/per-store", train_store, args.steps, args.seed, model=TensetMLP())
+    mlp, seconds = _trained("tenset-mlp/per-store", train_store, args.steps, args.seed, model=TensetMLP(), **schedule)
     rows["tenset_mlp"] = {**evaluate(mlp, eval_store), "parameters": parameter_count(mlp), "train_seconds": seconds}
     started = time.perf_counter()
     rows["xgb"] = {**xgb_summary(split["train"], split["eval"], target),
                    "train_seconds": round(time.perf_counter() - started, 1)}
     result = {
-        "command": f"benchmarks/cost_model_eval.py --data {args.data} --steps {args.steps} --seed {args.seed}",
+        "command": f"benchmarks/cost_model_eval.py --data {args.data} --steps {args.steps} --seed {args.seed} "
+                   f"--lr {args.lr} --schedule {args.schedule} --results {args.results}",
         "train_models": [p.name for p in split["train"]], "eval_models": [p.name for p in split["eval"]],
         "train_records": sum(t.size for t in train_trace), "eval_records": sum(t.size for t in eval_trace),
-        "eval_tasks_also_in_train": shared, "steps": args.steps,
+        "eval_tasks_also_in_train": shared, "steps": args.steps, "lr": args.lr, "schedule": args.schedule,
         "feature_records_per_second": {"trace": round(trace_rate, 1), "per_store": round(store_rate, 1)},
         **rows,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "cost_model_eval.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / f"{args.results}.json").write_text(json.dumps(result, indent=2) + "\n")
     names = [("TCL student (Mamba), trace features", "student_trace"),
              ("TCL student (Mamba), PerStoreFeature", "student_per_store"),
              ("TenSet-MLP, PerStoreFeature", "tenset_mlp"), ("TVM XGBoost", "xgb")]
@@ -143,7 +149,7 @@ def main() -> None:
         f"({result['train_records']} records); held out: {', '.join(result['eval_models'])} "
         f"({result['eval_records']} records; {shared} held-out tasks share a workload with training). "
         f"Every learned model sees the same train records; neural ones take {args.steps} steps of the same "
-        "LambdaRank loss.", "",
+        f"LambdaRank loss (lr {args.lr}, {args.schedule} schedule).", "",
         "| model | parameters | top-1 | top-5 | pairwise accuracy | train s |", "|---|---|---|---|---|---|",
         *[f"| {label} | {result[key].get('parameters', '-')} | {result[key]['top1']:.3f} | {result[key]['top5']:.3f} | "
           f"{result[key]['pairwise_accuracy']:.3f} | {result[key]['train_seconds']} |" for label, key in names],
@@ -152,7 +158,7 @@ def main() -> None:
         f"Feature extraction from stored records (TVM's trace replay included): trace "
         f"{trace_rate:.0f} records/s, PerStoreFeature {store_rate:.0f} records/s.",
     ]
-    (args.out / "cost_model_eval.md").write_text("\n".join(lines) + "\n")
+    (args.out / f"{args.results}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

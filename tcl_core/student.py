@@ -216,8 +216,11 @@ def train_steps(
         return []
     loss_fn = _LOSSES[loss]
     optimiser = optimiser or torch.optim.Adam(model.parameters(), lr=lr)
-    scheduler = (torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=lr, total_steps=steps, pct_start=0.05)
-                 if schedule == "cosine" and steps > 1 else None)
+    # The warm-up lasts at least 2 steps: OneCycleLR divides by (warm-up steps - 1), so at 20 steps
+    # 5% crashed with ZeroDivisionError. Below 3 steps there is no cycle to run.
+    scheduler = (torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=lr, total_steps=steps,
+                                                     pct_start=max(0.05, 2.0 / steps))
+                 if schedule == "cosine" and steps > 2 else None)
     model.train()
     losses: list[float] = []
     order: list[int] = []

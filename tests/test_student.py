@@ -145,6 +145,8 @@ def test_cosine_schedule_warms_up_anneals_and_still_learns():
     assert np.mean(losses[-20:]) < np.mean(losses[:20])
     with pytest.raises(ValueError, match="schedule"):
         train_steps(model, train, steps=1, lr=1e-2, schedule="linear")
+    for steps in (1, 2, 3, 10, 20, 39):  # short runs (20 once crashed inside OneCycleLR) still train
+        assert len(train_steps(model, train, steps=steps, lr=1e-2, schedule="cosine")) == steps
 
 
 def test_save_load_round_trip(tmp_path):
