@@ -19,6 +19,7 @@ import onnx
 from deploy import examples
 from deploy.options import TuningOptions
 from deploy.pipeline import run_pipeline
+from deploy.tune import TVM_EXPLORE
 from tcl_core.zoo import ZOO, export_onnx
 
 __all__ = ["MODELS", "COST_MODELS", "tune_once", "measurement_order", "best_seconds_per_task"]
@@ -38,22 +39,29 @@ MODELS = {
     **{name: _zoo(name) for name, model in ZOO.items() if model.split == "eval"},
 }
 
-# Benchmark names -> (pipeline cost model, uses RDU inside the search). "tcl-rdu" is tcl with
-# part of every measured batch chosen by the RDU sampler (TuningOptions.rdu_fraction).
-COST_MODELS = {"auto": ("auto", False), "tcl": ("tcl", False), "tcl-rdu": ("tcl", True),
-               "xgb": ("xgb", False), "random": ("random", False)}
+# Benchmark names -> (pipeline cost model, uses RDU inside the search, share drawn at random).
+# "tcl-rdu" is tcl with part of every measured batch chosen by the RDU sampler
+# (TuningOptions.rdu_fraction). The share drawn at random (TuningOptions.explore): None is the
+# pipeline's default for the cost model (deploy.tune.explore_share); "tcl-explore" takes
+# tune_once's `explore`; "tcl-greedy" is tcl at TVM's 0.05, none at these batch sizes, as every
+# tcl run before 2026-12-05 (rows named "tcl" in older results) was tuned.
+EXPLORE_ARGUMENT = "argument"
+COST_MODELS = {"auto": ("auto", False, None), "tcl": ("tcl", False, None), "tcl-rdu": ("tcl", True, None),
+               "tcl-explore": ("tcl", False, EXPLORE_ARGUMENT), "tcl-greedy": ("tcl", False, TVM_EXPLORE),
+               "xgb": ("xgb", False, None), "random": ("random", False, None)}
 
 
 def tune_once(
     model_name: str, root: Path, *, budget: int, cost_model: str, trials_per_iter: int, population: int = 512,
     seed: int = 0,
     target: dict | None = None, student: Path | None = None, rdu_fraction: float = 0.25,
-    timing_repeats: int = 50,
+    explore: float | None = None, timing_repeats: int = 50,
 ) -> dict:
     """Tune `model_name` under `root` (its artifact stays in root/out) and return the run's record."""
     if cost_model not in COST_MODELS:
         raise ValueError(f"unknown cost model {cost_model!r}; expected one of {sorted(COST_MODELS)}")
-    pipeline_cost_model, with_rdu = COST_MODELS[cost_model]
+    pipeline_cost_model, with_rdu, share = COST_MODELS[cost_model]
+    explore = explore if share == EXPLORE_ARGUMENT else share
     model_path = root / f"{model_name}.onnx"
     onnx.save(MODELS[model_name](), str(model_path))
     started = time.perf_counter()
@@ -69,14 +77,15 @@ def tune_once(
         options=TuningOptions(trials=budget, cost_model=pipeline_cost_model, timing_repeats=timing_repeats,
                               trials_per_iter=trials_per_iter, population=population, target=target, seed=seed,
                               student=student if uses_student else None,
-                              rdu_fraction=rdu_fraction if with_rdu else 0.0),
+                              rdu_fraction=rdu_fraction if with_rdu else 0.0, explore=explore),
     )
     wall = time.perf_counter() - started
     measurements = measurement_order(root / "state" / "databases" / manifest.platform)
     return {
         "model": model_name, "budget": budget, "cost_model": cost_model,
         "resolved_cost_model": manifest.cost_model, "student": manifest.student,
-        "trials_per_iter": trials_per_iter, "population": population, "rdu_fraction": rdu_fraction if with_rdu else 0.0, "seed": seed,
+        "trials_per_iter": trials_per_iter, "population": population, "rdu_fraction": rdu_fraction if with_rdu else 0.0,
+        "explore": manifest.explore, "seed": seed,
         "trials_measured": manifest.trials_measured, "tasks": manifest.tasks,
         "tuning_seconds": manifest.tuning_seconds, "pipeline_seconds": round(wall, 1),
         "latency_ms": manifest.latency_ms.model_dump(), "platform": manifest.platform,

@@ -34,8 +34,12 @@ def main() -> None:
     parser.add_argument("--budgets", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--cost-models", nargs="+", default=["xgb"], choices=sorted(COST_MODELS),
-                        help="tcl-rdu: tcl with --rdu-fraction of each measured batch picked by the RDU sampler")
+                        help="tcl-rdu: tcl with --rdu-fraction of each measured batch picked by the RDU sampler; "
+                             "tcl-explore: tcl with --explore of each batch drawn at random; tcl-greedy: tcl drawing "
+                             "none (TVM's 0.05), as tcl ran before 2026-12-05")
     parser.add_argument("--rdu-fraction", type=float, default=0.25, help="for tcl-rdu")
+    parser.add_argument("--explore", type=float, default=None,
+                        help="for tcl-explore: share of each measured batch drawn at random (default: tcl's, 0.25)")
     parser.add_argument("--trials-per-iter", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0, help="MetaSchedule's search seed, the same for every run")
     parser.add_argument("--results", default="pipeline", help="file stem under --out")
@@ -59,7 +63,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="tcl-bench-") as scratch:
             row = tune_once(model_name, Path(scratch), budget=budget, cost_model=cost_model,
                             trials_per_iter=args.trials_per_iter, target=args.target, student=args.student,
-                            rdu_fraction=args.rdu_fraction, seed=args.seed)
+                            rdu_fraction=args.rdu_fraction, explore=args.explore, seed=args.seed)
         print(json.dumps(row))
         results["runs"].append(row)
         results_path.write_text(json.dumps(results, indent=2) + "\n")

@@ -59,6 +59,7 @@ class Manifest(BaseModel):
     cost_model: str                  # what tuned it: "tcl", "xgb" or "random" ("auto" resolved)
     cost_model_reason: str = ""      # why that one (tcl_core.students.choose_cost_model)
     student: dict | None = None      # the TCL student used: platform, sha256, version, source, path
+    explore: float | None = None     # share of each measured batch drawn at random (deploy.tune.explore_share)
     trials: int
     trials_measured: int
     runner: dict = {"kind": "local"}  # where candidates were measured: local, or rpc with tracker and device_key

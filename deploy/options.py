@@ -66,6 +66,9 @@ class TuningOptions(BaseModel):
     population: int = Field(512, ge=8, description="evolutionary-search population per round")
     rdu_fraction: float = Field(0.0, ge=0, le=1, description=(
         "share of each measured batch the RDU sampler picks among the search's proposals (\"tcl\" only)"))
+    explore: float | None = Field(None, ge=0, le=1, description=(
+        "share of each measured batch drawn at random from the design space instead of the cost model's "
+        "best picks (MetaSchedule's eps-greedy, rounded down); None: 0.25 with \"tcl\", TVM's 0.05 otherwise"))
     atol: float = Field(1e-4, ge=0, description="absolute tolerance against onnxruntime")
     rtol: float = Field(1e-3, ge=0, description="relative tolerance against onnxruntime")
     timing_repeats: int = Field(30, ge=1, description="timed runs per engine; the median is reported")

@@ -15,7 +15,7 @@ from deploy.errors import PipelineError, VerificationError
 from deploy.farm import check_farm
 from deploy.options import Progress, TuningOptions
 from deploy.layout import database_dir
-from deploy.tune import tune_module
+from deploy.tune import explore_share, tune_module
 from tcl_core import tvm_api
 from tcl_core.platform import platform_name
 from tcl_core.students import choose_cost_model
@@ -55,6 +55,7 @@ def run_pipeline(
         choice = choose_cost_model(options.cost_model, platform, state_dir=Path(state_dir), student_path=options.student)
     except (OSError, ValueError) as err:
         raise PipelineError(f"cost model: {err}") from err
+    explore = explore_share(options.explore, choice.name)
     tuning = _guard("tuning failed", lambda: tune_module(
         lowered, target, database=database, log_dir=Path(state_dir) / "logs" / name, trials=trials,
         cost_model=choice.name, trials_per_iter=options.trials_per_iter,
@@ -62,6 +63,7 @@ def run_pipeline(
         on_measured=lambda done: on_progress(Progress(stage="tuning", trials_done=done, trials_total=trials)),
         student_path=choice.student.path if choice.student else None,
         rdu_fraction=options.rdu_fraction,
+        explore=explore,
         rpc=runner.model_dump() if runner.kind == "rpc" else None,
     ))
 
@@ -77,7 +79,7 @@ def run_pipeline(
             name=spec.name, sha256=spec.sha256, source=str(spec.path), artifact_dir=str(Path(output_dir) / name),
             inputs=list(spec.inputs), outputs=outputs, target=target_dict, platform=platform,
             tvm_version=tvm_api.TVM_VERSION, cost_model=choice.name, cost_model_reason=choice.reason,
-            student=choice.student.describe() if choice.student else None, trials=trials,
+            student=choice.student.describe() if choice.student else None, explore=explore, trials=trials,
             trials_measured=tuning.trials_measured, tasks=tuning.tasks, tasks_reused=tuning.tasks_reused,
             runner=runner.describe(),
             tuning_seconds=round(tuning.seconds, 3), verification=verification, latency_ms=latency,

@@ -15,6 +15,22 @@ from pathlib import Path
 from tcl_core import tvm_api
 
 
+# Share of each measured batch drawn at random (MetaSchedule's eps-greedy, rounded down per batch).
+# A pretrained student is confidently wrong on some tasks, and with only its own picks measured
+# every label it learns from comes from the same bad family, so the search never leaves it
+# (README, "Exploration"); XGBoost and random start untrained, explore by themselves and keep
+# TVM's 0.05, which draws nothing at batches under 20.
+TCL_EXPLORE = 0.25
+TVM_EXPLORE = 0.05
+
+
+def explore_share(explore: float | None, cost_model: str) -> float:
+    """`explore` as given, else the default for the resolved `cost_model` ("tcl", "xgb", "random")."""
+    if explore is not None:
+        return explore
+    return TCL_EXPLORE if cost_model == "tcl" else TVM_EXPLORE
+
+
 @dataclass(frozen=True)
 class TuningResult:
     tasks: int
@@ -37,6 +53,7 @@ def tune_module(
     on_measured: Callable[[int], None],
     student_path: Path | None = None,
     rdu_fraction: float = 0.0,
+    explore: float = 0.05,
     rpc: dict | None = None,
 ) -> TuningResult:
     """Tune every task of `lowered` that `database` has no full round of records for."""
@@ -60,6 +77,7 @@ def tune_module(
             on_measured=on_measured,
             student_path=student_path,
             rdu_fraction=rdu_fraction,
+            explore=explore,
             rpc=rpc,
         )
     return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh),

@@ -236,6 +236,7 @@ def tune_tasks(
     on_measured: ProgressCallback,
     student_path: Path | None = None,
     rdu_fraction: float = 0.0,
+    explore: float = 0.05,
     rpc: dict[str, Any] | None = None,
 ) -> int:
     """Tune `tasks` with MetaSchedule into `database`; returns how many candidates were measured.
@@ -243,12 +244,14 @@ def tune_tasks(
     `population` sizes the evolutionary search: TVM's default 512 costs more search time than
     measuring on small budgets (notes, item 12). With "tcl" and `rdu_fraction` > 0, that share
     of each measured batch is chosen by the RDU sampler among the search's proposals
-    (tcl_core.rdu_search); other cost models ignore it. `rpc` measures on a tuning farm
+    (tcl_core.rdu_search); other cost models ignore it. `explore` is the search's eps-greedy share:
+    that many of each batch (rounded down) are random samples of the design space, for every cost
+    model; a learned model's confident mistakes need them (README, "Exploration"). `rpc` measures on a tuning farm
     (`make_runner`); builds stay on this machine.
     """
     _reset_meta_schedule_logging()
     model = make_cost_model(cost_model, student_path)
-    strategy = ms.search_strategy.EvolutionarySearch(population_size=population)
+    strategy = ms.search_strategy.EvolutionarySearch(population_size=population, eps_greedy=explore)
     if cost_model == "tcl" and rdu_fraction > 0:
         from tcl_core.rdu_search import RDUSearch  # imports torch; only when asked for
 

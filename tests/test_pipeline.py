@@ -99,6 +99,38 @@ def test_random_cost_model_tunes(tmp_path):
     assert manifest.cost_model == "random" and manifest.trials_measured == 8 and manifest.verification.passed
 
 
+def test_explore_reaches_the_search_and_an_all_random_search_still_tunes(tmp_path, monkeypatch):
+    from tcl_core import tvm_api
+
+    built = []
+    real = tvm_api.ms.search_strategy.EvolutionarySearch
+
+    def spy(**kwargs):
+        strategy = real(**kwargs)
+        built.append(strategy.eps_greedy)
+        return strategy
+
+    monkeypatch.setattr(tvm_api.ms.search_strategy, "EvolutionarySearch", spy)
+    manifest = run_pipeline(
+        tiny_mlp_onnx(tmp_path / "mlp.onnx", seed=3), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+        options=TuningOptions(trials=8, cost_model="tcl", explore=1.0, **FAST),
+    )
+    assert built == [1.0]  # every pick of every batch a random sample of the design space
+    assert manifest.explore == 1.0 and manifest.trials_measured == 8 and manifest.verification.passed
+    with pytest.raises(ValueError):
+        TuningOptions(explore=1.5)
+
+
+def test_explore_defaults_to_a_quarter_for_the_student_and_tvms_share_otherwise(tuned, tmp_path):
+    assert TuningOptions().explore is None
+    assert tuned[1].cost_model == "xgb" and tuned[1].explore == 0.05
+    manifest = run_pipeline(
+        tiny_mlp_onnx(tmp_path / "mlp.onnx", seed=4), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+        options=TuningOptions(trials=8, cost_model="tcl", **FAST),
+    )
+    assert manifest.cost_model == "tcl" and manifest.explore == 0.25
+
+
 def test_auto_tunes_with_the_platforms_stored_student_and_says_so(tmp_path):
     from tcl_core import tvm_api
     from tcl_core.features import TRACE_FEATURE_DIM
