@@ -34,7 +34,7 @@ from tcl_core.evaluate import evaluate  # noqa: E402
 from tcl_core.features import PER_STORE_FEATURE_DIM, per_store_task_featuriser  # noqa: E402
 from tcl_core.metrics import ranking_summary  # noqa: E402
 from tcl_core.records import card_weights, mean_seconds  # noqa: E402
-from tcl_core.student import SCHEDULES, StudentConfig, normalise_labels, parameter_count  # noqa: E402
+from tcl_core.student import GAIN_SCALE, SCHEDULES, StudentConfig, normalise_labels, parameter_count  # noqa: E402
 from tcl_core.tenset_mlp import TensetMLP  # noqa: E402
 from tcl_core.train import load_split, split_databases, train_student  # noqa: E402
 
@@ -93,6 +93,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=1e-3, help="the neural models' Adam learning rate")
     parser.add_argument("--schedule", choices=SCHEDULES, default="constant", help="their learning-rate schedule")
+    parser.add_argument("--gain-scale", type=float, default=GAIN_SCALE,
+                        help="their LambdaRank gains, 2^(scale * label) - 1")
     parser.add_argument("--results", default="cost_model_eval", help="file stem under --out")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
@@ -114,7 +116,7 @@ def main() -> None:
           "(both including TVM's replay of each stored trace)", flush=True)
 
     rows = {}
-    schedule = {"lr": args.lr, "schedule": args.schedule}
+    schedule = {"lr": args.lr, "schedule": args.schedule, "gain_scale": args.gain_scale}
     student, seconds = _trained("student/trace", train_trace, args.steps, args.seed, **schedule)
     rows["student_trace"] = {**evaluate(student, eval_trace), "parameters": parameter_count(student),
                              "train_seconds": seconds}
@@ -130,10 +132,11 @@ def main() -> None:
                    "train_seconds": round(time.perf_counter() - started, 1)}
     result = {
         "command": f"benchmarks/cost_model_eval.py --data {args.data} --steps {args.steps} --seed {args.seed} "
-                   f"--lr {args.lr} --schedule {args.schedule} --results {args.results}",
+                   f"--lr {args.lr} --schedule {args.schedule} --gain-scale {args.gain_scale:g} --results {args.results}",
         "train_models": [p.name for p in split["train"]], "eval_models": [p.name for p in split["eval"]],
         "train_records": sum(t.size for t in train_trace), "eval_records": sum(t.size for t in eval_trace),
         "eval_tasks_also_in_train": shared, "steps": args.steps, "lr": args.lr, "schedule": args.schedule,
+        "gain_scale": args.gain_scale,
         "feature_records_per_second": {"trace": round(trace_rate, 1), "per_store": round(store_rate, 1)},
         **rows,
     }
@@ -149,7 +152,7 @@ def main() -> None:
         f"({result['train_records']} records); held out: {', '.join(result['eval_models'])} "
         f"({result['eval_records']} records; {shared} held-out tasks share a workload with training). "
         f"Every learned model sees the same train records; neural ones take {args.steps} steps of the same "
-        f"LambdaRank loss (lr {args.lr}, {args.schedule} schedule).", "",
+        f"LambdaRank loss (gains 2^({args.gain_scale:g} label) - 1, lr {args.lr}, {args.schedule} schedule).", "",
         "| model | parameters | top-1 | top-5 | pairwise accuracy | train s |", "|---|---|---|---|---|---|",
         *[f"| {label} | {result[key].get('parameters', '-')} | {result[key]['top1']:.3f} | {result[key]['top5']:.3f} | "
           f"{result[key]['pairwise_accuracy']:.3f} | {result[key]['train_seconds']} |" for label, key in names],

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tcl_core.evaluate import evaluate  # noqa: E402
 from tcl_core.features import TRACE_FEATURE_DIM  # noqa: E402
-from tcl_core.student import SCHEDULES, StudentConfig, parameter_count  # noqa: E402
+from tcl_core.student import GAIN_SCALE, SCHEDULES, StudentConfig, parameter_count  # noqa: E402
 from tcl_core.train import load_split, split_databases, train_student  # noqa: E402
 
 
@@ -56,6 +56,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--schedule", choices=SCHEDULES, default="constant")
+    parser.add_argument("--gain-scale", type=float, default=GAIN_SCALE, help="LambdaRank gains 2^(scale * label) - 1")
     parser.add_argument("--configs", nargs="+", default=["64x16x2", "32x8x2", "64x4x2"])
     parser.add_argument("--train-models", nargs="+", default=None, help="train on these model folders only")
     parser.add_argument("--results", default="student_sweep", help="file stem under --out")
@@ -74,7 +75,7 @@ def main() -> None:
         for seed in args.seeds:
             started = time.perf_counter()
             student, _ = train_student(train_tasks, steps=args.steps, seed=seed, config=config, lr=args.lr,
-                                       schedule=args.schedule)
+                                       schedule=args.schedule, gain_scale=args.gain_scale)
             runs.append({"seed": seed, "train_seconds": round(time.perf_counter() - started, 1),
                          **evaluate(student, eval_tasks),
                          "by_model": {name: evaluate(student, tasks) for name, tasks in eval_by_model.items()}})
@@ -87,7 +88,7 @@ def main() -> None:
                                  for name in eval_by_model}}
         rows.append(row)
     result = {"command": f"benchmarks/student_sweep.py --data {args.data} --steps {args.steps} "
-                         f"--lr {args.lr} --schedule {args.schedule} "
+                         f"--lr {args.lr} --schedule {args.schedule} --gain-scale {args.gain_scale:g} "
                          f"--seeds {' '.join(map(str, args.seeds))} --configs {' '.join(args.configs)} "
                          + (f"--train-models {' '.join(args.train_models)} " if args.train_models else "")
                          + f"--results {args.results}",

@@ -295,6 +295,9 @@ def cost_model_train(
     lr: float = typer.Option(1e-3, "--lr"),
     schedule: str = typer.Option("constant", "--schedule",
                                  help="learning rate: constant, or cosine (warm-up, then anneal to 0); not with --teacher"),
+    gain_scale: Optional[float] = typer.Option(
+        None, "--gain-scale", min=0.1,
+        help="LambdaRank gains 2^(scale * label) - 1 (default 4; 1 is TLP's); not with --teacher"),
     seed: int = typer.Option(0, "--seed"),
     d_model: int = typer.Option(64, "--d-model", min=4, help="width of the residual stream"),
     d_state: int = typer.Option(16, "--d-state", min=1, help="SSM state size per channel"),
@@ -319,17 +322,20 @@ def cost_model_train(
         _fail(f"--schedule must be one of {', '.join(SCHEDULES)}, got {schedule!r}")
     if schedule != "constant" and (teacher is not None or fraction < 1.0):
         _fail("--schedule cosine is for training from scratch; distillation (--teacher/--fraction) keeps a constant rate")
+    if gain_scale is not None and (teacher is not None or fraction < 1.0):
+        _fail("--gain-scale is for training from scratch; distillation (--teacher/--fraction) keeps the default")
     from tcl_core.records import RecordsError
     from tcl_core.train import train_and_report
 
     try:
         from tcl_core.features import TRACE_FEATURE_DIM
-        from tcl_core.student import StudentConfig
+        from tcl_core.student import GAIN_SCALE, StudentConfig
 
         config = StudentConfig(feature_dim=TRACE_FEATURE_DIM, d_model=d_model, d_state=d_state, n_layers=layers)
         train_and_report(data, out, steps=steps, lr=lr, seed=seed, config=config, version=version,
                          also_eval=tuple(also_eval or ()), teacher=teacher, fraction=fraction, alpha=alpha,
-                         schedule=schedule, log=lambda line: typer.echo(line, err=True))
+                         schedule=schedule, gain_scale=GAIN_SCALE if gain_scale is None else gain_scale,
+                         log=lambda line: typer.echo(line, err=True))
     except RecordsError as err:
         _fail(str(err))
     typer.echo(str(out))

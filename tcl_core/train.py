@@ -18,7 +18,7 @@ import torch
 from tcl_core.evaluate import evaluate
 from tcl_core.features import TRACE_FEATURE_DIM, pad_batch
 from tcl_core.records import FeaturiseTask, TaskRecords, card_weights, load_task_records
-from tcl_core.student import Student, StudentConfig, parameter_count, save_student, train_steps
+from tcl_core.student import GAIN_SCALE, Student, StudentConfig, parameter_count, save_student, train_steps
 
 __all__ = ["split_databases", "load_split", "to_groups", "train_student", "train_and_report"]
 
@@ -55,7 +55,8 @@ def to_groups(tasks: list[TaskRecords], max_len: int) -> list[tuple[torch.Tensor
 
 def train_student(tasks: list[TaskRecords], *, steps: int, lr: float = 1e-3, seed: int = 0,
                   config: StudentConfig | None = None, loss: str = "lambda",
-                  model: torch.nn.Module | None = None, schedule: str = "constant") -> tuple[Student, list[float]]:
+                  model: torch.nn.Module | None = None, schedule: str = "constant",
+                  gain_scale: float = GAIN_SCALE) -> tuple[Student, list[float]]:
     """A student trained for `steps` Adam steps, one task group per step; returns it and the losses.
 
     `model` trains another network with the same interface instead (the TenSet-MLP baseline);
@@ -64,14 +65,15 @@ def train_student(tasks: list[TaskRecords], *, steps: int, lr: float = 1e-3, see
     torch.manual_seed(seed)
     student = model if model is not None else Student(config or StudentConfig(feature_dim=TRACE_FEATURE_DIM))
     losses = train_steps(student, to_groups(tasks, student.config.max_len), steps=steps, lr=lr, loss=loss,
-                         sequential=True, schedule=schedule)  # the faster scan on CPU; both compute the same
+                         sequential=True, schedule=schedule, gain_scale=gain_scale)  # the faster scan on CPU
     return student, losses
 
 
 def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1e-3, seed: int = 0,
                      config: StudentConfig | None = None, version: int = 1, also_eval: tuple[Path, ...] = (),
                      teacher: Path | None = None, fraction: float = 1.0, alpha: float = 0.1,
-                     schedule: str = "constant", log: Callable[[str], None] = print) -> dict:
+                     schedule: str = "constant", gain_scale: float = GAIN_SCALE,
+                     log: Callable[[str], None] = print) -> dict:
     """Train on the platform's train split, evaluate on both splits, save the student and its card.
 
     `also_eval` names more databases (another platform's, say) to score the student on; their
@@ -92,7 +94,8 @@ def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1
     config = config or StudentConfig(feature_dim=TRACE_FEATURE_DIM)
     labelled = train_tasks
     if teacher is None and fraction >= 1.0:
-        student, losses = train_student(train_tasks, steps=steps, lr=lr, seed=seed, config=config, schedule=schedule)
+        student, losses = train_student(train_tasks, steps=steps, lr=lr, seed=seed, config=config, schedule=schedule,
+                                        gain_scale=gain_scale)
     else:
         from tcl_core.distill import DistillConfig, distil_student  # distill imports this module
         from tcl_core.rdu import select_subset
@@ -108,6 +111,7 @@ def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1
     command = (f"tcl-tuned cost-model train --data {platform_dir} --out {out} --steps {steps} --lr {lr} --seed {seed} "
                f"--d-model {config.d_model} --d-state {config.d_state} --layers {config.n_layers} --version {version}"
                + (f" --schedule {schedule}" if schedule != "constant" else "")
+               + (f" --gain-scale {gain_scale:g}" if gain_scale != GAIN_SCALE else "")
                + (f" --teacher {teacher} --alpha {alpha}" if teacher is not None else "")
                + (f" --fraction {fraction}" if fraction < 1.0 else "")
                + "".join(f" --also-eval {path}" for path in also_eval))
@@ -120,7 +124,7 @@ def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1
         "teacher": str(teacher) if teacher is not None else None,
         "train_tasks": len(train_tasks), "eval_tasks": len(eval_tasks),
         "parameters": parameter_count(student), "config": student.config.__dict__,
-        "steps": steps, "lr": lr, "schedule": schedule, "seed": seed, "train_seconds": round(train_seconds, 1),
+        "steps": steps, "lr": lr, "schedule": schedule, "gain_scale": gain_scale, "seed": seed, "train_seconds": round(train_seconds, 1),
         "final_loss": float(np.mean(losses[-50:])) if losses else None,
         "metrics": {"train": evaluate(student, train_tasks) if train_tasks else None,
                     "eval": evaluate(student, eval_tasks) if eval_tasks else None,

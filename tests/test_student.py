@@ -93,6 +93,25 @@ def test_losses_on_degenerate_groups_are_zero_not_nan(loss_fn):
                         loss_fn(torch.tensor([9.0, 0.0, 1.0]), labels).item(), rel_tol=1e-5)
 
 
+def test_sharper_gains_weigh_the_near_best_pair_more():
+    labels = torch.tensor([1.0, 0.8, 0.1])
+    scores = torch.zeros(3, requires_grad=True)
+
+    def grads(gain_scale):
+        scores.grad = None
+        lambda_rank_loss(scores, labels, gain_scale=gain_scale).backward()
+        return scores.grad.clone()
+
+    flat, sharp = grads(1.0), grads(4.0)
+    # Gain 1 is TLP's 2^label - 1: checked against the formula written out for the top pair.
+    ideal = sum((2.0 ** y - 1) / math.log2(2 + k) for k, y in enumerate([1.0, 0.8, 0.1]))
+    top_pair = abs((2.0 - 1) - (2.0 ** 0.8 - 1)) * (1 - 1 / math.log2(3)) / ideal
+    assert math.isclose(lambda_rank_loss(torch.tensor([0.0, 0.0, -50.0]), labels, gain_scale=1.0).item(),
+                        top_pair * math.log(2), rel_tol=1e-4)
+    # The push apart of the best two, relative to the push on the worst, grows with the scale.
+    assert (flat[0] - flat[1]) / -flat[2] < (sharp[0] - sharp[1]) / -sharp[2]
+
+
 def test_training_learns_a_toy_ranking():
     torch.manual_seed(2)
     train = [_toy_group() for _ in range(16)]
