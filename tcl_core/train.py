@@ -60,12 +60,20 @@ def train_student(tasks: list[TaskRecords], *, steps: int, lr: float = 1e-3, see
     """A student trained for `steps` Adam steps, one task group per step; returns it and the losses.
 
     `model` trains another network with the same interface instead (the TenSet-MLP baseline);
-    it is built by the caller, so seed its initialisation there.
+    it is built by the caller, so seed its initialisation there. Runs on one torch thread: a
+    task group is too small for intra-op threads to pay, and the result then depends only on the
+    seed (the first rocketlake student, trained on 2 threads beside another job, ended at loss
+    1.04 where the same seed and settings on one thread end at 0.71).
     """
     torch.manual_seed(seed)
     student = model if model is not None else Student(config or StudentConfig(feature_dim=TRACE_FEATURE_DIM))
-    losses = train_steps(student, to_groups(tasks, student.config.max_len), steps=steps, lr=lr, loss=loss,
-                         sequential=True, schedule=schedule, gain_scale=gain_scale)  # the faster scan on CPU
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        losses = train_steps(student, to_groups(tasks, student.config.max_len), steps=steps, lr=lr, loss=loss,
+                             sequential=True, schedule=schedule, gain_scale=gain_scale)  # the faster scan on CPU
+    finally:
+        torch.set_num_threads(previous)
     return student, losses
 
 
