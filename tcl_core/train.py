@@ -163,7 +163,7 @@ def model_card_markdown(card: dict) -> str:
         f"records, {card['eval_tasks']} tasks). Dataset card: `data/{card['platform']}/card.md`.",
         f"- Size: {card['parameters']} parameters; config `{json.dumps(card['config'])}`.",
         f"- Training: {card['steps']} Adam steps (lr {card['lr']}, {card.get('schedule', 'constant')} schedule, "
-        f"seed {card['seed']}), "
+        f"LambdaRank gains 2^({card.get('gain_scale', 1.0):g} label) - 1, seed {card['seed']}), "
         f"{card['train_seconds']} s; final loss {card['final_loss']:.3f}.",
         f"- Reproduce: `{card['command']}`", "",
         "TenSet top-k (task-weighted; best true throughput among the k ranked highest over the best "
