@@ -6,7 +6,6 @@ workloads with an earlier one reuses its records instead of measuring them again
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,7 +61,6 @@ def tune_module(
     fresh = [task for task in tasks if tvm_api.count_records(database, task.dispatched[0], trials_per_iter) < trials_per_iter]
     measured = 0
     if fresh and trials > 0:
-        per_task = max(trials_per_iter, math.ceil(trials / len(fresh)))
         measured = tvm_api.tune_tasks(
             tasks=fresh,
             target=target,
@@ -70,7 +68,10 @@ def tune_module(
             work_dir=log_dir,
             cost_model=cost_model,
             max_trials_global=trials,
-            max_trials_per_task=per_task,
+            # No cap below the budget (TVM's own default): the gradient scheduler gives every task
+            # one round, then the rest to the tasks that weigh most. An even share per task left a
+            # tiny task's unused share unspent and held the big kernels to it (README, "Budget").
+            max_trials_per_task=trials,
             num_trials_per_iter=trials_per_iter,
             population=population,
             seed=seed,

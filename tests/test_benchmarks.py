@@ -60,8 +60,9 @@ def test_the_quick_suites_smallest_case_end_to_end(tmp_path, monkeypatch):
     results = suite.run_suite(config, tmp_path, "bench", command="test")
     runs = {r["cost_model"]: r for r in results["runs"]}
     assert sorted(runs) == ["random", "tcl", "xgb"]
-    # small tasks (reshape, mean) run out of distinct candidates, so a few of the 20 go unspent
-    assert all(15 <= len(r["measurements"]) == r["trials_measured"] == r["timeline"][-1][1] <= 20
+    # the reshape task has one candidate; the others take what it leaves, and the last batch of 4
+    # may start below the budget and end above it
+    assert all(20 <= len(r["measurements"]) == r["trials_measured"] == r["timeline"][-1][1] <= 20 + 3
                for r in runs.values())
     deployed = results["models"]["tiny_cnn"]["deployed"]
     assert sorted(deployed["tvm"]) == ["random", "tcl", "xgb"] and all(v > 0 for v in deployed["tvm"].values())

@@ -13,6 +13,7 @@ import pytest
 from deploy import pipeline as pipeline_module
 from deploy.artifact import Manifest, Verification
 from deploy.errors import PipelineError, VerificationError
+from deploy.examples import write_example
 from deploy.options import TuningOptions
 from deploy.pipeline import run_pipeline
 from tests.models import corrupt_onnx, tiny_mlp_onnx
@@ -97,6 +98,16 @@ def test_random_cost_model_tunes(tmp_path):
         options=TuningOptions(trials=8, cost_model="random", **FAST),
     )
     assert manifest.cost_model == "random" and manifest.trials_measured == 8 and manifest.verification.passed
+
+
+def test_a_task_that_runs_out_of_candidates_leaves_its_budget_to_the_others(tmp_path):
+    # tiny_cnn's reshape task has one candidate; an even share per task (24 / 5 -> 5 each) would
+    # measure 4 x 5 + 1 = 21 of the 24 trials asked for.
+    manifest = run_pipeline(
+        write_example("tiny_cnn", tmp_path / "cnn.onnx"), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+        options=TuningOptions(trials=24, cost_model="random", trials_per_iter=4, population=32, timing_repeats=3),
+    )
+    assert manifest.tasks == 5 and manifest.trials_measured >= 24 and manifest.verification.passed
 
 
 def test_explore_reaches_the_search_and_an_all_random_search_still_tunes(tmp_path, monkeypatch):
