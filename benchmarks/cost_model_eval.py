@@ -39,7 +39,7 @@ from tcl_core.tenset_mlp import TensetMLP  # noqa: E402
 from tcl_core.train import load_split, split_databases, train_student  # noqa: E402
 
 
-def _groups(database_dir: Path):
+def database_groups(database_dir: Path):
     """(workload mod, candidates, run seconds (g,)) per workload of a database."""
     by_workload: dict = {}
     for record in tvm_api.open_database(database_dir).get_all_tuning_records():
@@ -54,7 +54,7 @@ def xgb_summary(train_dirs: list[Path], eval_dirs: list[Path], target) -> dict:
     """TVM's XGBModel updated with every train task's records, then asked to rank the eval tasks."""
     model = tvm_api.ms.cost_model.XGBModel(num_warmup_samples=0, adaptive_training=False)
     for folder in train_dirs:
-        for mod, candidates, seconds in _groups(folder).values():
+        for mod, candidates, seconds in database_groups(folder).values():
             context = tvm_api.ms.TuneContext(mod=mod, target=target)
             results = [tvm_api.ms.runner.RunnerResult(run_secs=[s] if np.isfinite(s) else [1e10], error_msg=None)
                        for s in seconds]
@@ -62,7 +62,7 @@ def xgb_summary(train_dirs: list[Path], eval_dirs: list[Path], target) -> dict:
     scores, run_seconds, labels, weights = [], [], [], []
     for folder in eval_dirs:
         task_weights = card_weights(folder)
-        for key, (mod, candidates, seconds) in _groups(folder).items():
+        for key, (mod, candidates, seconds) in database_groups(folder).items():
             scores.append(np.asarray(model.predict(tvm_api.ms.TuneContext(mod=mod, target=target), candidates)))
             run_seconds.append(seconds)
             labels.append(normalise_labels(seconds).numpy())

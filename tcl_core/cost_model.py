@@ -50,7 +50,7 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
     """Scores candidates with a Student; `update` fine-tunes it on the job's fresh measurements."""
 
     def __init__(self, student: Student | None = None, *, update_steps: int = 8, lr: float | None = None,
-                 sequential_scan: bool = True) -> None:
+                 update_gain_scale: float = 1.0, sequential_scan: bool = True) -> None:
         super().__init__()
         self.student = student or Student(StudentConfig(feature_dim=TRACE_FEATURE_DIM))
         self.update_steps = update_steps  # gradient steps per measured batch: cheap next to measuring
@@ -59,6 +59,9 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
         # in-search steps can walk a trained student far from what it learned offline.
         self.lr = lr if lr is not None else (1e-3 if student is None else 1e-4)
         self._optimiser: torch.optim.Optimizer | None = None  # one Adam for the whole search
+        # TLP's gains (scale 1), not offline training's 4: every tuning result was measured with
+        # these updates at 1, and a few labels of one search are a different regime.
+        self.update_gain_scale = update_gain_scale
         self.sequential_scan = sequential_scan  # the step-by-step scan measured faster on CPU
         self._measured: dict[str, tuple[list[np.ndarray], list[float]]] = {}  # task -> (features, seconds)
         # Per search round (see the module docstring), reset by _start_round:
@@ -88,10 +91,8 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
             groups.append((torch.from_numpy(features), torch.from_numpy(mask), torch.as_tensor(labels).float()))
         if groups and self._optimiser is None:
             self._optimiser = torch.optim.Adam(self.student.parameters(), lr=self.lr)
-        # TLP's gains (scale 1), not offline training's 4: every tuning result was measured with
-        # these updates at 1, and a few labels of one search are a different regime.
         train_steps(self.student, groups, steps=self.update_steps if groups else 0, lr=self.lr,
-                    sequential=self.sequential_scan, optimiser=self._optimiser, gain_scale=1.0)
+                    sequential=self.sequential_scan, optimiser=self._optimiser, gain_scale=self.update_gain_scale)
         self._start_round()
 
     def predict(self, context, candidates) -> np.ndarray:

@@ -199,3 +199,71 @@ def test_student_sweep_trains_on_the_named_models_of_the_train_split_only(tmp_pa
     assert chosen_train_split(train, ["bert_layer", "resnet18"]) == [train[0], train[2]]  # the split's order
     with pytest.raises(ValueError, match=r"\['vit_block'\] are not in the train split"):
         chosen_train_split(train, ["vit_block", "mlp"])
+
+
+def test_search_replay_policies_parse_with_the_adapters_defaults_and_reject_typos():
+    from benchmarks.search_replay import parse_policy
+
+    default = parse_policy("tcl")
+    assert (default.steps, default.lr, default.gain, default.explore) == (8, 1e-4, 1.0, 0.25)
+    tuned = parse_policy("tcl:steps=32:lr=0.001:gain=4:explore=0")
+    assert (tuned.steps, tuned.lr, tuned.gain, tuned.explore) == (32, 1e-3, 4.0, 0.0)
+    assert parse_policy("xgb").explore == 0.0
+    for bad in ("tcl:step=3", "tcl:steps", "xgb:steps=3", "mlp"):
+        with pytest.raises(ValueError):
+            parse_policy(bad)
+
+
+def test_search_replay_picks_the_top_scores_and_draws_the_explore_share_from_the_rest():
+    import numpy as np
+
+    from benchmarks.search_replay import pick
+
+    scores = np.array([0.1, 0.9, 0.5, 0.8, 0.2, 0.7, 0.3, 0.6, 0.4, 0.0])
+    rng = np.random.default_rng(0)
+    assert sorted(pick(scores, 4, 0.0, rng)) == [1, 3, 5, 7]
+    random_picks = set()
+    for _ in range(20):
+        chosen = pick(scores, 4, 0.25, rng)  # floor(0.25 * 4) = 1 random pick, from the 7 not in the top 3
+        assert len(set(chosen)) == 4 and {1, 3, 5} <= set(chosen)
+        random_picks |= set(chosen) - {1, 3, 5}
+    assert len(random_picks) > 1
+    assert sorted(pick(scores[:3], 8, 0.25, rng)) == [0, 1, 2]  # a pool smaller than the batch is measured whole
+
+
+def test_search_replay_scores_a_round_as_weighted_kernel_sums_and_found_ratios():
+    import numpy as np
+
+    from benchmarks.search_replay import Task, round_scores
+
+    tasks = [Task("a", None, [], np.array([1.0, 2.0]), weight=2.0), Task("b", None, [], np.array([4.0, 8.0]), weight=1.0)]
+    scores = round_scores(tasks, [2.0, 4.0])  # a found its runner-up, b its best
+    assert scores["kernels"] == pytest.approx((2 * 2.0 + 4.0) / (2 * 1.0 + 4.0))
+    assert scores["found"] == pytest.approx((2 * 0.5 + 1.0) / 3)
+
+
+def test_search_replay_drives_real_cost_models_over_a_measured_database(measured, tmp_path):
+    import numpy as np
+    import torch
+
+    from benchmarks.search_replay import load_tasks, make_model, parse_policy, replay_job, round_scores
+    from tcl_core import tvm_api
+    from tcl_core.features import TRACE_FEATURE_DIM
+    from tcl_core.student import Student, StudentConfig, save_student
+
+    torch.manual_seed(0)
+    student_path = tmp_path / "student.pt"
+    save_student(Student(StudentConfig(feature_dim=TRACE_FEATURE_DIM, d_model=8, n_layers=1, d_state=4)), student_path)
+    tasks = load_tasks(measured)
+    assert len(tasks) >= 2 and all(len(t.candidates) == len(t.seconds) for t in tasks)
+    target = tvm_api.make_target({"kind": "llvm", "num-cores": 1})
+    for spec in ("tcl:steps=2", "random"):
+        policy = parse_policy(spec)
+        model = make_model(policy, student_path)
+        found = replay_job(tasks, model, policy, rounds=3, batch=3, target=target, rng=np.random.default_rng(0))
+        assert len(found) == 3
+        for task, first, last in zip(tasks, found[0], found[-1]):
+            assert task.best <= last <= first < np.inf  # the best so far only improves
+        # Three rounds of three cover every pool of <= 9 candidates, so every task's best is found.
+        assert round_scores(tasks, found[-1])["kernels"] == pytest.approx(1.0)
+        assert round_scores(tasks, found[0])["kernels"] >= 1.0
