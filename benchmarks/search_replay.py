@@ -22,8 +22,8 @@ What it does not replay: the evolution (the pool is fixed: half of it came from 
 search, half from an xgb-driven one, `tcl-tuned collect`), and the gradient task scheduler
 (tasks take turns). It compares ranking-plus-update policies on equal candidates, nothing more.
 
-Policy specs: `random`, `xgb`, `tcl[:steps=N][:lr=X][:gain=G][:explore=E]` (defaults are the
-adapter's and deploy's: 8 steps, lr 1e-4, gain 1, explore 0.25; `xgb` explores 0 as TVM's 0.05
+Policy specs: `random`, `xgb`, `tcl[:steps=N][:lr=X][:gain=G][:scope=job|task][:explore=E]` (defaults
+are the adapter's and deploy's: 8 steps, lr 1e-4, gain 1, scope job, explore 0.25; `xgb` explores 0 as TVM's 0.05
 rounds down at a batch of 8). Writes benchmarks/results/<results>.{json,md}.
 """
 
@@ -75,6 +75,7 @@ class Policy:
     steps: int = 8
     lr: float = 1e-4
     gain: float = 1.0
+    scope: str = "job"
     spec: str = ""
 
 
@@ -83,16 +84,18 @@ def parse_policy(spec: str) -> Policy:
     kind, *options = spec.split(":")
     if kind not in ("tcl", "xgb", "random"):
         raise ValueError(f"policy {spec!r}: kind must be tcl, xgb or random")
-    values = {"explore": 0.25 if kind == "tcl" else 0.0}
+    values: dict = {"explore": 0.25 if kind == "tcl" else 0.0}
     for option in options:
         key, _, value = option.partition("=")
-        if key not in ("steps", "lr", "gain", "explore") or not value:
-            raise ValueError(f"policy {spec!r}: expected key=value with key steps, lr, gain or explore")
-        values[key] = float(value)
+        if key not in ("steps", "lr", "gain", "explore", "scope") or not value:
+            raise ValueError(f"policy {spec!r}: expected key=value with key steps, lr, gain, scope or explore")
+        if key == "scope" and value not in ("job", "task"):
+            raise ValueError(f"policy {spec!r}: scope is job or task")
+        values[key] = value if key == "scope" else float(value)
     if kind != "tcl" and set(values) - {"explore"}:
-        raise ValueError(f"policy {spec!r}: only tcl takes steps, lr and gain")
+        raise ValueError(f"policy {spec!r}: only tcl takes steps, lr, gain and scope")
     return Policy(kind=kind, explore=values["explore"], steps=int(values.get("steps", 8)),
-                  lr=values.get("lr", 1e-4), gain=values.get("gain", 1.0), spec=spec)
+                  lr=values.get("lr", 1e-4), gain=values.get("gain", 1.0), scope=values.get("scope", "job"), spec=spec)
 
 
 def load_tasks(database_dir: Path) -> list[Task]:
@@ -110,7 +113,7 @@ def make_model(policy: Policy, student_path: Path):
         from tcl_core.student import load_student
 
         return TclCostModel(load_student(student_path), update_steps=policy.steps, lr=policy.lr,
-                            update_gain_scale=policy.gain)
+                            update_gain_scale=policy.gain, update_scope=policy.scope)
     return tvm_api.make_cost_model(policy.kind)
 
 
@@ -192,12 +195,14 @@ def main() -> None:
                                    batch=args.batch, target=target, rng=np.random.default_rng(seed))
                 rows.append({"policy": policy.spec, "seed": seed, "job": job,
                              "seconds": round(time.perf_counter() - started, 1),
-                             "rounds": [round_scores(tasks, f) for f in found]})
+                             "rounds": [round_scores(tasks, f) for f in found],
+                             "found_seconds": found[-1]})
                 print(json.dumps({k: rows[-1][k] for k in ("policy", "seed", "job", "seconds")}),
                       [round(r["kernels"], 3) for r in rows[-1]["rounds"]], flush=True)
     result = {"command": " ".join(["benchmarks/search_replay.py", *sys.argv[1:]]),
               "student": str(args.student), "batch": args.batch,
-              "jobs": {job: {"tasks": len(tasks), "candidates": sum(len(t.candidates) for t in tasks)}
+              "jobs": {job: {"tasks": len(tasks), "candidates": sum(len(t.candidates) for t in tasks),
+                             "best_seconds": [t.best for t in tasks], "weights": [t.weight for t in tasks]}
                        for job, tasks in jobs.items()},
               "runs": rows}
     args.out.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ sequences not yet scored. Exact: the student reads nothing but the features.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 from pathlib import Path
@@ -50,7 +51,7 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
     """Scores candidates with a Student; `update` fine-tunes it on the job's fresh measurements."""
 
     def __init__(self, student: Student | None = None, *, update_steps: int = 8, lr: float | None = None,
-                 update_gain_scale: float = 1.0, sequential_scan: bool = True) -> None:
+                 update_gain_scale: float = 1.0, update_scope: str = "job", sequential_scan: bool = True) -> None:
         super().__init__()
         self.student = student or Student(StudentConfig(feature_dim=TRACE_FEATURE_DIM))
         self.update_steps = update_steps  # gradient steps per measured batch: cheap next to measuring
@@ -62,6 +63,15 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
         # TLP's gains (scale 1), not offline training's 4: every tuning result was measured with
         # these updates at 1, and a few labels of one search are a different regime.
         self.update_gain_scale = update_gain_scale
+        # "job": one student fine-tuned on every task's measurements, a step per task group drawn
+        # at random, so with n tasks measured the task just measured gets about steps/n of them.
+        # "task": each task gets its own copy of the offline student, fine-tuned on that task's
+        # measurements alone (labels are only comparable within a task anyway); tasks not yet
+        # measured are ranked by the untouched offline student.
+        if update_scope not in ("job", "task"):
+            raise ValueError(f"update_scope must be 'job' or 'task', got {update_scope!r}")
+        self.update_scope = update_scope
+        self._task_students: dict[str, tuple[Student, torch.optim.Optimizer]] = {}  # scope "task" only
         self.sequential_scan = sequential_scan  # the step-by-step scan measured faster on CPU
         self._measured: dict[str, tuple[list[np.ndarray], list[float]]] = {}  # task -> (features, seconds)
         # Per search round (see the module docstring), reset by _start_round:
@@ -73,27 +83,42 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
     def load(self, path: str) -> None:
         self.student = load_student(Path(path))
         self._optimiser = None
+        self._task_students.clear()
         self._start_round()
 
     def save(self, path: str) -> None:
         save_student(self.student, Path(path))
 
     def update(self, context, candidates, results) -> None:
-        sequences, seconds = self._measured.setdefault(str(context.task_name), ([], []))
+        task = str(context.task_name)
+        sequences, seconds = self._measured.setdefault(task, ([], []))
         sequences.extend(self._features(candidate.sch.trace) for candidate in candidates)
         seconds.extend(_run_seconds(result) for result in results)
+        tasks = [task] if self.update_scope == "task" else list(self._measured)
         groups = []
-        for task_sequences, task_seconds in self._measured.values():
+        for name in tasks:
+            task_sequences, task_seconds = self._measured[name]
             if len(task_sequences) < 2:
                 continue  # one candidate has no order to learn
             features, mask = pad_batch(task_sequences, self.student.config.max_len)
             labels = normalise_labels(np.asarray(task_seconds))
             groups.append((torch.from_numpy(features), torch.from_numpy(mask), torch.as_tensor(labels).float()))
-        if groups and self._optimiser is None:
-            self._optimiser = torch.optim.Adam(self.student.parameters(), lr=self.lr)
-        train_steps(self.student, groups, steps=self.update_steps if groups else 0, lr=self.lr,
-                    sequential=self.sequential_scan, optimiser=self._optimiser, gain_scale=self.update_gain_scale)
+        if groups:
+            student, optimiser = self._learner(task)
+            train_steps(student, groups, steps=self.update_steps, lr=self.lr, sequential=self.sequential_scan,
+                        optimiser=optimiser, gain_scale=self.update_gain_scale)
         self._start_round()
+
+    def _learner(self, task: str) -> tuple[Student, torch.optim.Optimizer]:
+        """The student an update of `task` trains, and its Adam (kept across the search's updates)."""
+        if self.update_scope == "task":
+            if task not in self._task_students:
+                student = copy.deepcopy(self.student)
+                self._task_students[task] = (student, torch.optim.Adam(student.parameters(), lr=self.lr))
+            return self._task_students[task]
+        if self._optimiser is None:
+            self._optimiser = torch.optim.Adam(self.student.parameters(), lr=self.lr)
+        return self.student, self._optimiser
 
     def predict(self, context, candidates) -> np.ndarray:
         if not candidates:
@@ -119,8 +144,9 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
         if fresh:
             if len(self._scores) + len(fresh) > _MAX_CACHED:
                 self._scores.clear()  # a bound for very large populations; costs only recomputation
-            features, mask = pad_batch(list(fresh.values()), self.student.config.max_len)
-            scored = predict(self.student, features, mask, sequential=self.sequential_scan)  # (fresh,)
+            student = self._task_students.get(self._round_task, (self.student,))[0]  # a task's own, once it has one
+            features, mask = pad_batch(list(fresh.values()), student.config.max_len)
+            scored = predict(student, features, mask, sequential=self.sequential_scan)  # (fresh,)
             self._scores.update(zip(fresh, scored.tolist()))
         return np.fromiter((self._scores[key] for key in keys), dtype=np.float32, count=len(keys))  # (b,)
 

@@ -131,6 +131,22 @@ def test_update_fine_tunes_on_fresh_measurements(conv_candidates, tmp_path):
     np.testing.assert_allclose(reloaded.predict(context, candidates), model.predict(context, candidates), rtol=1e-6)
 
 
+def test_task_scoped_updates_tune_a_copy_for_that_task_and_leave_the_others_on_the_offline_student(conv_candidates):
+    torch.manual_seed(0)
+    context, candidates = conv_candidates
+    other = tvm_api.ms.TuneContext(mod=context.mod, target=context.target, task_name="another task")
+    model = TclCostModel(update_steps=20, lr=1e-2, update_scope="task")
+    offline = [p.detach().clone() for p in model.student.parameters()]
+    before_this, before_other = model.predict(context, candidates), model.predict(other, candidates)
+    results = [tvm_api.ms.runner.RunnerResult(run_secs=[1e-3 * (i + 1)], error_msg=None) for i in range(len(candidates))]
+    model.update(context, candidates, results)
+    assert all(torch.equal(a, b) for a, b in zip(offline, model.student.parameters()))  # the offline student is kept
+    assert not np.allclose(model.predict(context, candidates), before_this)  # this task ranks with its tuned copy
+    np.testing.assert_allclose(model.predict(other, candidates), before_other, rtol=1e-6)  # the other task does not
+    with pytest.raises(ValueError, match="update_scope"):
+        TclCostModel(update_scope="model")
+
+
 def test_tcl_cost_model_drives_a_real_tuning_run(tmp_path):
     manifest = run_pipeline(
         tiny_mlp_onnx(tmp_path / "mlp.onnx", seed=5), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
