@@ -22,9 +22,11 @@ What it does not replay: the evolution (the pool is fixed: half of it came from 
 search, half from an xgb-driven one, `tcl-tuned collect`), and the gradient task scheduler
 (tasks take turns). It compares ranking-plus-update policies on equal candidates, nothing more.
 
-Policy specs: `random`, `xgb`, `tcl[:steps=N][:lr=X][:gain=G][:scope=job|task][:explore=E]` (defaults
-are the adapter's and deploy's: 8 steps, lr 1e-4, gain 1, scope job, explore 0.25; `xgb` explores 0 as TVM's 0.05
-rounds down at a batch of 8). Writes benchmarks/results/<results>.{json,md}.
+Policy specs: `random`, `xgb`, `tcl[:steps=N][:lr=X][:gain=G][:scope=job|task][:blend=W][:explore=E]`
+(defaults are the adapter's and deploy's: 8 steps, lr 1e-4, gain 1, scope job, explore 0.25; `xgb`
+explores 0 as TVM's 0.05 rounds down at a batch of 8; `blend=W` adds W x TVM's XGBoost, trained
+online on the same measurements, to the student's scores, both standardised: an experiment, not
+a cost model the daemon offers). Writes benchmarks/results/<results>.{json,md}.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class Policy:
     lr: float = 1e-4
     gain: float = 1.0
     scope: str = "job"
+    blend: float = 0.0  # weight of TVM's XGBoost beside the student (tcl only; 0: the student alone)
     spec: str = ""
 
 
@@ -87,15 +90,16 @@ def parse_policy(spec: str) -> Policy:
     values: dict = {"explore": 0.25 if kind == "tcl" else 0.0}
     for option in options:
         key, _, value = option.partition("=")
-        if key not in ("steps", "lr", "gain", "explore", "scope") or not value:
-            raise ValueError(f"policy {spec!r}: expected key=value with key steps, lr, gain, scope or explore")
+        if key not in ("steps", "lr", "gain", "explore", "scope", "blend") or not value:
+            raise ValueError(f"policy {spec!r}: expected key=value with key steps, lr, gain, scope, blend or explore")
         if key == "scope" and value not in ("job", "task"):
             raise ValueError(f"policy {spec!r}: scope is job or task")
         values[key] = value if key == "scope" else float(value)
     if kind != "tcl" and set(values) - {"explore"}:
-        raise ValueError(f"policy {spec!r}: only tcl takes steps, lr, gain and scope")
+        raise ValueError(f"policy {spec!r}: only tcl takes steps, lr, gain, scope and blend")
     return Policy(kind=kind, explore=values["explore"], steps=int(values.get("steps", 8)),
-                  lr=values.get("lr", 1e-4), gain=values.get("gain", 1.0), scope=values.get("scope", "job"), spec=spec)
+                  lr=values.get("lr", 1e-4), gain=values.get("gain", 1.0), scope=values.get("scope", "job"),
+                  blend=values.get("blend", 0.0), spec=spec)
 
 
 def load_tasks(database_dir: Path) -> list[Task]:
@@ -112,9 +116,37 @@ def make_model(policy: Policy, student_path: Path):
         from tcl_core.cost_model import TclCostModel
         from tcl_core.student import load_student
 
-        return TclCostModel(load_student(student_path), update_steps=policy.steps, lr=policy.lr,
-                            update_gain_scale=policy.gain, update_scope=policy.scope)
+        student = TclCostModel(load_student(student_path), update_steps=policy.steps, lr=policy.lr,
+                               update_gain_scale=policy.gain, update_scope=policy.scope)
+        return Blend(student, tvm_api.make_cost_model("xgb"), policy.blend) if policy.blend else student
     return tvm_api.make_cost_model(policy.kind)
+
+
+def standardised(scores) -> np.ndarray:
+    """(g,) scores shifted and scaled to mean 0, std 1; all zeros when they are all equal."""
+    scores = np.asarray(scores, dtype=np.float64)
+    spread = scores.std()
+    return (scores - scores.mean()) / spread if spread > 0 else np.zeros_like(scores)
+
+
+class Blend:
+    """The student plus `weight` x TVM's XGBoost, each standardised over the candidates scored.
+
+    Both learn from every measurement; XGBoost starts from nothing, scores all candidates alike
+    until it has trained (standardised to 0, so the student decides alone), and then adds what
+    it learns online from the job to the student's offline ranking.
+    """
+
+    def __init__(self, student, xgb, weight: float) -> None:
+        self.student, self.xgb, self.weight = student, xgb, weight
+
+    def predict(self, context, candidates) -> np.ndarray:
+        return (standardised(self.student.predict(context, candidates))
+                + self.weight * standardised(self.xgb.predict(context, candidates)))
+
+    def update(self, context, candidates, results) -> None:
+        self.student.update(context, candidates, results)
+        self.xgb.update(context, candidates, results)
 
 
 def pick(scores: np.ndarray, batch: int, explore: float, rng: np.random.Generator) -> np.ndarray:

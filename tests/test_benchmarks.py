@@ -209,7 +209,8 @@ def test_search_replay_policies_parse_with_the_adapters_defaults_and_reject_typo
     tuned = parse_policy("tcl:steps=32:lr=0.001:gain=4:explore=0")
     assert (tuned.steps, tuned.lr, tuned.gain, tuned.explore) == (32, 1e-3, 4.0, 0.0)
     assert parse_policy("xgb").explore == 0.0
-    for bad in ("tcl:step=3", "tcl:steps", "xgb:steps=3", "mlp"):
+    assert default.blend == 0.0 and parse_policy("tcl:blend=0.5").blend == 0.5
+    for bad in ("tcl:step=3", "tcl:steps", "xgb:steps=3", "xgb:blend=1", "mlp"):
         with pytest.raises(ValueError):
             parse_policy(bad)
 
@@ -229,6 +230,33 @@ def test_search_replay_picks_the_top_scores_and_draws_the_explore_share_from_the
         random_picks |= set(chosen) - {1, 3, 5}
     assert len(random_picks) > 1
     assert sorted(pick(scores[:3], 8, 0.25, rng)) == [0, 1, 2]  # a pool smaller than the batch is measured whole
+
+
+def test_search_replay_blend_adds_standardised_scores_and_lets_an_untrained_model_abstain():
+    import numpy as np
+
+    from benchmarks.search_replay import Blend, standardised
+
+    assert standardised([1.0, 2.0, 3.0]) == pytest.approx([-1.2247449, 0.0, 1.2247449])
+    assert standardised([5.0, 5.0]).tolist() == [0.0, 0.0]  # XGBoost before it trains: no say
+
+    class Fixed:
+        def __init__(self, scores):
+            self.scores, self.updates = np.asarray(scores), 0
+
+        def predict(self, context, candidates):
+            return self.scores
+
+        def update(self, context, candidates, results):
+            self.updates += 1
+
+    student, xgb = Fixed([0.0, 1.0, 2.0]), Fixed([7.0, 7.0, 7.0])
+    blend = Blend(student, xgb, weight=2.0)
+    assert blend.predict(None, [1, 2, 3]) == pytest.approx(standardised([0.0, 1.0, 2.0]))
+    xgb.scores = np.array([2.0, 1.0, 0.0])  # now trained, and of the opposite opinion at twice the weight
+    assert np.argmax(blend.predict(None, [1, 2, 3])) == 0
+    blend.update(None, [], [])
+    assert student.updates == xgb.updates == 1  # both learn from every measurement
 
 
 def test_search_replay_scores_a_round_as_weighted_kernel_sums_and_found_ratios():
@@ -257,7 +285,7 @@ def test_search_replay_drives_real_cost_models_over_a_measured_database(measured
     tasks = load_tasks(measured)
     assert len(tasks) >= 2 and all(len(t.candidates) == len(t.seconds) for t in tasks)
     target = tvm_api.make_target({"kind": "llvm", "num-cores": 1})
-    for spec in ("tcl:steps=2", "random"):
+    for spec in ("tcl:steps=2", "tcl:steps=2:blend=1", "random"):
         policy = parse_policy(spec)
         model = make_model(policy, student_path)
         found = replay_job(tasks, model, policy, rounds=3, batch=3, target=target, rng=np.random.default_rng(0))
