@@ -6,7 +6,8 @@ For each model, the same tasks are tuned from an empty database with the same se
 by every cost model, one after the other (so no run shares records or cores with another).
 Each run records best-so-far against trials and wall-clock seconds (benchmarks/harness.py).
 When a model's runs are done, its libraries, onnxruntime (default threads, and each thread
-count up to the core count) are timed side by side in this process on the same inputs.
+count up to the core count) are timed side by side in this process on the same inputs, taking
+turns in rounds so that a slow spell on the machine lands on all of them alike.
 The machine's peak is a large single-precision GEMM in PyTorch on all cores; matmul and
 convolution kernels are reported as a share of it.
 
@@ -105,15 +106,22 @@ def _onnx_inputs(session, seed: int) -> dict[str, np.ndarray]:
     return {info.name: array for info, array in zip(inputs, verify.random_inputs(inputs, seed))}
 
 
-def measure_deployed(model_name: str, libraries: dict[str, Path], *, repeats: int, seed: int) -> dict:
-    """Median ms of each cost model's library and of onnxruntime at default and each thread count."""
+def measure_deployed(model_name: str, libraries: dict[str, Path], *, repeats: int, seed: int,
+                     rounds: int = 5) -> dict:
+    """Median ms of each cost model's library and of onnxruntime at default and each thread count.
+
+    The engines take turns: `rounds` rounds, each timing every engine for `repeats / rounds`
+    samples, and an engine's latency is the median of its round medians. A slow spell on the
+    machine (another process, a frequency change) then lands on all of them alike instead of on
+    whichever engine happened to be timed during it.
+    """
     import onnxruntime
 
     from deploy import verify
     from tcl_core import tvm_api
 
     model_bytes = MODELS[model_name]().SerializeToString()
-    out: dict = {"tvm": {}, "onnxruntime": {}}
+    calls: dict[tuple[str, str], Callable[[], object]] = {}
     feeds = None
     for threads in [0, *range(1, (os.cpu_count() or 1) + 1)]:  # 0: onnxruntime's default
         options = onnxruntime.SessionOptions()
@@ -122,11 +130,18 @@ def measure_deployed(model_name: str, libraries: dict[str, Path], *, repeats: in
         session = onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
         feeds = feeds or _onnx_inputs(session, seed)
         key = "default" if threads == 0 else f"{threads}_threads"
-        out["onnxruntime"][key] = round(verify.median_ms(lambda s=session: s.run(None, feeds), repeats), 4)
+        calls["onnxruntime", key] = lambda s=session: s.run(None, feeds)
     arrays = list(feeds.values())
     for cost_model, library in libraries.items():
-        call = verify.tvm_call(tvm_api.load_vm(library), arrays)
-        out["tvm"][cost_model] = round(verify.median_ms(call, repeats), 4)
+        calls["tvm", cost_model] = verify.tvm_call(tvm_api.load_vm(library), arrays)
+    per_round = max(1, math.ceil(repeats / rounds))
+    round_medians: dict[tuple[str, str], list[float]] = {engine: [] for engine in calls}
+    for _ in range(rounds):
+        for engine, call in calls.items():
+            round_medians[engine].append(verify.median_ms(call, per_round))
+    out: dict = {"tvm": {}, "onnxruntime": {}, "timing": {"rounds": rounds, "samples_per_round": per_round}}
+    for (kind, name), medians in round_medians.items():
+        out[kind][name] = round(float(np.median(medians)), 4)
     best_key = min(out["onnxruntime"], key=out["onnxruntime"].get)  # default included
     out["onnxruntime_best"] = {"setting": best_key, "ms": out["onnxruntime"][best_key]}
     return out
@@ -226,12 +241,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cost-models", nargs="+", default=None)
     parser.add_argument("--population", type=int, default=None)
     parser.add_argument("--timing-repeats", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=None, help="MetaSchedule's search seed, the same for every run")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--stem", default=None, help="results file stem (default <date>-<platform>[-quick])")
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
     overrides = {"models": tuple(args.models) if args.models else None, "budget": args.budget,
                  "trials_per_iter": args.trials_per_iter, "population": args.population, "timing_repeats": args.timing_repeats,
+                 "seed": args.seed,
                  "cost_models": tuple(args.cost_models) if args.cost_models else None}
     config = SuiteConfig(**{**asdict(base), **{k: v for k, v in overrides.items() if v is not None}})
     stem = args.stem or default_stem(args.quick, config.target)

@@ -88,6 +88,29 @@ def test_the_quick_suites_smallest_case_end_to_end(tmp_path, monkeypatch):
     assert len(again["runs"]) == 3
 
 
+def test_deployed_engines_take_turns_and_report_the_median_of_their_round_medians(monkeypatch):
+    """Each round times every engine once, so a slow spell lands on all of them alike."""
+    from deploy import verify
+
+    timed = []
+
+    def fake_median_ms(call, repeats):
+        timed.append((call, repeats))
+        return float(len(timed))  # 1, 2, 3, ... in the order timed
+
+    monkeypatch.setattr(verify, "median_ms", fake_median_ms)
+    deployed = suite.measure_deployed("tiny_cnn", {}, repeats=7, seed=0, rounds=3)
+    engines = len(deployed["onnxruntime"])  # default and one per core; no libraries given
+    assert engines >= 2 and len(timed) == 3 * engines
+    assert all(repeats == 3 for _, repeats in timed)  # ceil(7 / 3) samples a round
+    calls = [call for call, _ in timed]
+    assert calls[:engines] == calls[engines:2 * engines] == calls[2 * engines:]  # the same order every round
+    # engine i was timed i+1, engines+i+1, 2*engines+i+1: its median is the middle one
+    assert deployed["onnxruntime"]["default"] == engines + 1
+    assert deployed["onnxruntime_best"] == {"setting": "default", "ms": engines + 1}
+    assert deployed["timing"] == {"rounds": 3, "samples_per_round": 3}
+
+
 def test_top_k_headroom_is_the_runner_up_oracle_weighted_as_top_k():
     import numpy as np
 
