@@ -111,9 +111,10 @@ def measure_deployed(model_name: str, libraries: dict[str, Path], *, repeats: in
     """Median ms of each cost model's library and of onnxruntime at default and each thread count.
 
     The engines take turns: `rounds` rounds, each timing every engine for `repeats / rounds`
-    samples, and an engine's latency is the median of its round medians. A slow spell on the
-    machine (another process, a frequency change) then lands on all of them alike instead of on
-    whichever engine happened to be timed during it.
+    samples, starting one engine later each round, and an engine's latency is the median of its
+    round medians (all kept under "rounds_ms"). A slow spell on the machine (another process, a
+    frequency change) then lands on all of them alike instead of on whichever engine happened to
+    be timed during it, and no engine always runs right after the same one.
     """
     import onnxruntime
 
@@ -135,13 +136,19 @@ def measure_deployed(model_name: str, libraries: dict[str, Path], *, repeats: in
     for cost_model, library in libraries.items():
         calls["tvm", cost_model] = verify.tvm_call(tvm_api.load_vm(library), arrays)
     per_round = max(1, math.ceil(repeats / rounds))
-    round_medians: dict[tuple[str, str], list[float]] = {engine: [] for engine in calls}
-    for _ in range(rounds):
-        for engine, call in calls.items():
-            round_medians[engine].append(verify.median_ms(call, per_round))
+    engines = list(calls)
+    round_medians: dict[tuple[str, str], list[float]] = {engine: [] for engine in engines}
+    for index in range(rounds):
+        # Who goes first, and who follows onnxruntime (its threads spin on for a while after a
+        # run), changes every round.
+        start = index % len(engines)
+        for engine in engines[start:] + engines[:start]:
+            round_medians[engine].append(verify.median_ms(calls[engine], per_round))
     out: dict = {"tvm": {}, "onnxruntime": {}, "timing": {"rounds": rounds, "samples_per_round": per_round}}
+    out["rounds_ms"] = {}
     for (kind, name), medians in round_medians.items():
         out[kind][name] = round(float(np.median(medians)), 4)
+        out["rounds_ms"][f"{kind} {name}"] = [round(m, 4) for m in medians]
     best_key = min(out["onnxruntime"], key=out["onnxruntime"].get)  # default included
     out["onnxruntime_best"] = {"setting": best_key, "ms": out["onnxruntime"][best_key]}
     return out
@@ -162,8 +169,13 @@ def default_stem(quick: bool, target: dict | None) -> str:
     return f"{dt.date.today().isoformat()}-{platform}" + ("-quick" if quick else "")
 
 
-def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, log: Log = print) -> dict:
-    """Run (or resume) the suite; results in `out_dir/<stem>.json`. Returns the results."""
+def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, log: Log = print,
+              keep_work: bool = False) -> dict:
+    """Run (or resume) the suite; results in `out_dir/<stem>.json`. Returns the results.
+
+    `keep_work`: leave each model's libraries and tuning databases in `out_dir/.work/<stem>/`
+    (to time or profile them again later) instead of removing them once timed.
+    """
     from tcl_core import tvm_api
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -219,8 +231,10 @@ def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, lo
             repeats=config.timing_repeats, seed=config.seed)
         entry["deployed"]["untuned"] = next(iter(runs.values()))["latency_ms"]["untuned"]
         save()
-        shutil.rmtree(model_work, ignore_errors=True)
-    shutil.rmtree(work, ignore_errors=True)
+        if not keep_work:
+            shutil.rmtree(model_work, ignore_errors=True)
+    if not keep_work:
+        shutil.rmtree(work, ignore_errors=True)
     if work.parent.exists() and not any(work.parent.iterdir()):
         work.parent.rmdir()  # other stems may still be resuming in theirs
     results.pop("seconds_before", None)
@@ -242,6 +256,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--population", type=int, default=None)
     parser.add_argument("--timing-repeats", type=int, default=None)
     parser.add_argument("--seed", type=int, default=None, help="MetaSchedule's search seed, the same for every run")
+    parser.add_argument("--keep-work", action="store_true",
+                        help="keep the libraries and tuning databases in <out>/.work/<stem>/ after timing them")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--stem", default=None, help="results file stem (default <date>-<platform>[-quick])")
     args = parser.parse_args(argv)
@@ -254,6 +270,6 @@ def main(argv: list[str] | None = None) -> None:
     stem = args.stem or default_stem(args.quick, config.target)
     command = " ".join(["-m benchmarks run", *(argv if argv is not None else sys.argv[2:])])
     results = run_suite(config, args.out, stem, command=command.strip(),
-                        log=lambda line: print(line, flush=True))
+                        log=lambda line: print(line, flush=True), keep_work=args.keep_work)
     written = report.write_report(results, args.out, stem)
     print("\n".join(str(p) for p in written))

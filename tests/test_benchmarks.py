@@ -89,7 +89,7 @@ def test_the_quick_suites_smallest_case_end_to_end(tmp_path, monkeypatch):
 
 
 def test_deployed_engines_take_turns_and_report_the_median_of_their_round_medians(monkeypatch):
-    """Each round times every engine once, so a slow spell lands on all of them alike."""
+    """Each round times every engine once, starting one later each round, so a slow spell lands on all alike."""
     from deploy import verify
 
     timed = []
@@ -103,11 +103,14 @@ def test_deployed_engines_take_turns_and_report_the_median_of_their_round_median
     engines = len(deployed["onnxruntime"])  # default and one per core; no libraries given
     assert engines >= 2 and len(timed) == 3 * engines
     assert all(repeats == 3 for _, repeats in timed)  # ceil(7 / 3) samples a round
-    calls = [call for call, _ in timed]
-    assert calls[:engines] == calls[engines:2 * engines] == calls[2 * engines:]  # the same order every round
-    # engine i was timed i+1, engines+i+1, 2*engines+i+1: its median is the middle one
-    assert deployed["onnxruntime"]["default"] == engines + 1
-    assert deployed["onnxruntime_best"] == {"setting": "default", "ms": engines + 1}
+    rounds = [[call for call, _ in timed[i * engines:(i + 1) * engines]] for i in range(3)]
+    assert all(len(set(map(id, r))) == engines for r in rounds)  # every engine once a round
+    assert rounds[1] == rounds[0][1:] + rounds[0][:1] and rounds[2] == rounds[0][2:] + rounds[0][:2]  # rotated
+    default = rounds[0][0]  # onnxruntime's default setting goes first in round 1, last in round 2
+    values = [i + 1 for i, (call, _) in enumerate(timed) if call is default]
+    assert values == [1, 2 * engines, 3 * engines - 1]
+    assert deployed["onnxruntime"]["default"] == 2 * engines  # the median of its three rounds
+    assert deployed["rounds_ms"]["onnxruntime default"] == values
     assert deployed["timing"] == {"rounds": 3, "samples_per_round": 3}
 
 
