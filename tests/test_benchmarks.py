@@ -88,6 +88,26 @@ def test_the_quick_suites_smallest_case_end_to_end(tmp_path, monkeypatch):
     assert len(again["runs"]) == 3
 
 
+def test_kept_libraries_can_be_timed_again(tmp_path, capsys):
+    """--keep-work leaves the libraries; retime.py finds them and times them side by side again."""
+    from benchmarks import retime
+
+    config = suite.SuiteConfig(models=("tiny_cnn",), budget=8, trials_per_iter=4, population=16,
+                               cost_models=("random",), timing_repeats=2)
+    suite.run_suite(config, tmp_path, "kept", command="test", keep_work=True)
+    libraries = retime.kept_libraries(tmp_path / ".work" / "kept")
+    assert list(libraries) == ["tiny_cnn"] and list(libraries["tiny_cnn"]) == ["random"]
+    assert libraries["tiny_cnn"]["random"].name == "model.so" and libraries["tiny_cnn"]["random"].is_file()
+
+    capsys.readouterr()
+    retime.main(["kept", "--out", str(tmp_path), "--rounds", "2", "--repeats", "4"])
+    timed = json.loads(capsys.readouterr().out.strip())
+    assert timed["model"] == "tiny_cnn" and timed["tvm"]["random"] > 0
+    assert len(timed["rounds_ms"]["tvm random"]) == 2 and timed["timing"] == {"rounds": 2, "samples_per_round": 2}
+    with pytest.raises(SystemExit, match="no kept libraries"):
+        retime.main(["nothing-kept", "--out", str(tmp_path)])
+
+
 def test_deployed_engines_take_turns_and_report_the_median_of_their_round_medians(monkeypatch):
     """Each round times every engine once, starting one later each round, so a slow spell lands on all alike."""
     from deploy import verify
