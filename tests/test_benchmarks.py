@@ -316,6 +316,22 @@ def test_search_replay_scores_a_round_as_weighted_kernel_sums_and_found_ratios()
     assert scores["found"] == pytest.approx((2 * 0.5 + 1.0) / 3)
 
 
+def test_input_sensitivity_times_each_tasks_best_schedule_on_the_runners_fill_and_centred_inputs(measured, capsys):
+    from benchmarks import input_sensitivity
+
+    best = input_sensitivity.best_records(measured)
+    assert len(best) >= 2 and all(0 < seconds < 1 for seconds, _ in best.values())
+    input_sensitivity.main([str(measured), "--target", '{"kind": "llvm", "num-cores": 1}'])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sorted(r["workload"] for r in rows) == sorted(best)
+    assert [r["database_ms"] for r in rows] == sorted((r["database_ms"] for r in rows), reverse=True)  # slowest first
+    for row in rows:
+        assert list(row["ms"]) == list(input_sensitivity.DISTRIBUTIONS) and all(ms > 0 for ms in row["ms"].values())
+        assert row["database_ms"] == pytest.approx(1e3 * best[row["workload"]][0], abs=1e-4)
+    with pytest.raises(SystemExit, match="mentions 'no such op'"):
+        input_sensitivity.main([str(measured), "--contains", "no such op"])
+
+
 def test_search_replay_drives_real_cost_models_over_a_measured_database(measured, tmp_path):
     import numpy as np
     import torch
