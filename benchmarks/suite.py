@@ -144,8 +144,8 @@ def measure_deployed(model_name: str, libraries: dict[str, Path], *, repeats: in
         start = index % len(engines)
         for engine in engines[start:] + engines[:start]:
             round_medians[engine].append(verify.median_ms(calls[engine], per_round))
-    out: dict = {"tvm": {}, "onnxruntime": {}, "timing": {"rounds": rounds, "samples_per_round": per_round}}
-    out["rounds_ms"] = {}
+    out: dict = {"tvm": {}, "onnxruntime": {}, "rounds_ms": {},
+                 "timing": {"rounds": rounds, "samples_per_round": per_round}}
     for (kind, name), medians in round_medians.items():
         out[kind][name] = round(float(np.median(medians)), 4)
         out["rounds_ms"][f"{kind} {name}"] = [round(m, 4) for m in medians]
