@@ -52,6 +52,7 @@ class SuiteConfig:
     timing_repeats: int = 50    # samples per latency; the median is reported
     baseline: str = "xgb"       # the cost model whose final latency is the target
     target: dict | None = field(default=None)  # TVM target dict; None: this host
+    student: str | None = None  # student file for the "tcl" runs; None: what "tcl" resolves to here
 
 
 # Quick: the two example models at 32 trials (one or two search rounds of 8 per task); under 15 min on 2 cores.
@@ -183,6 +184,7 @@ def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, lo
     results = json.loads(path.read_text()) if path.exists() else {"runs": [], "models": {}}
     previous = {k: v for k, v in results.get("config", {}).items() if k != "models"}
     wanted = {k: v for k, v in json.loads(json.dumps(asdict(config))).items() if k != "models"}
+    previous = {**{k: None for k in wanted if k not in previous}, **previous} if previous else previous  # older files lack newer settings
     if previous and previous != wanted:  # runs with other budgets or seeds are not comparable
         raise SystemExit(f"{path} holds runs made with other settings ({previous}); pick another --stem")
     models = list(dict.fromkeys([*results.get("config", {}).get("models", []), *config.models]))
@@ -219,7 +221,8 @@ def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, lo
             root.mkdir(parents=True)
             row = tune_once(model_name, root, budget=config.budget, cost_model=cost_model,
                             trials_per_iter=config.trials_per_iter, population=config.population,
-                            seed=config.seed, target=config.target, timing_repeats=config.timing_repeats)
+                            seed=config.seed, target=config.target, timing_repeats=config.timing_repeats,
+                            student=Path(config.student) if config.student else None)
             log(f"{model_name} {cost_model}: {row['trials_measured']} measured in {row['tuning_seconds']:.0f} s, "
                 f"{row['latency_ms']['tvm']} ms")
             results["runs"].append(row)
@@ -256,6 +259,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--population", type=int, default=None)
     parser.add_argument("--timing-repeats", type=int, default=None)
     parser.add_argument("--seed", type=int, default=None, help="MetaSchedule's search seed, the same for every run")
+    parser.add_argument("--student", type=Path, default=None,
+                        help="student file for the tcl runs (default: this platform's, else the nearest platform's)")
     parser.add_argument("--keep-work", action="store_true",
                         help="keep the libraries and tuning databases in <out>/.work/<stem>/ after timing them")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
@@ -264,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     base = QUICK if args.quick else FULL
     overrides = {"models": tuple(args.models) if args.models else None, "budget": args.budget,
                  "trials_per_iter": args.trials_per_iter, "population": args.population, "timing_repeats": args.timing_repeats,
-                 "seed": args.seed,
+                 "seed": args.seed, "student": str(args.student) if args.student else None,
                  "cost_models": tuple(args.cost_models) if args.cost_models else None}
     config = SuiteConfig(**{**asdict(base), **{k: v for k, v in overrides.items() if v is not None}})
     stem = args.stem or default_stem(args.quick, config.target)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -106,6 +107,17 @@ def test_kept_libraries_can_be_timed_again(tmp_path, capsys):
     assert len(timed["rounds_ms"]["tvm random"]) == 2 and timed["timing"] == {"rounds": 2, "samples_per_round": 2}
     with pytest.raises(SystemExit, match="no kept libraries"):
         retime.main(["nothing-kept", "--out", str(tmp_path)])
+
+
+def test_the_suite_tunes_with_the_student_it_is_given(tmp_path):
+    """--student pins the tcl runs' student (a neighbour's, here), and the run records which one it was."""
+    given = sorted((Path(suite.__file__).parents[1] / "tcl_core" / "students").glob("*/student.pt"))[-1]
+    config = suite.SuiteConfig(models=("tiny_cnn",), budget=8, trials_per_iter=4, population=16,
+                               cost_models=("tcl",), timing_repeats=2, student=str(given))
+    results = suite.run_suite(config, tmp_path, "given", command="test")
+    (run,) = results["runs"]
+    assert run["resolved_cost_model"] == "tcl" and run["student"]["path"] == str(given)
+    assert json.loads((tmp_path / "given.json").read_text())["config"]["student"] == str(given)
 
 
 def test_deployed_engines_take_turns_and_report_the_median_of_their_round_medians(monkeypatch):

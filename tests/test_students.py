@@ -61,6 +61,19 @@ def test_explicit_tcl_takes_the_nearest_platform_of_the_same_kind(tmp_path, ship
     assert gpu.student.platform == "cuda-sm_90-bbbb"
 
 
+def test_the_nearest_student_shares_the_cpu_family_and_is_the_nearest_generation(tmp_path, shipped):
+    for platform in ("llvm-rocketlake-2c-aaaa", "llvm-x86-64-2c-bbbb", "llvm-znver5-2c-cccc", "llvm-znver4-8c-dddd"):
+        _store(shipped, platform)
+    assert students.nearest_student("llvm-znver3-2c-eeee").platform == "llvm-znver5-2c-cccc"  # cores, then family
+    _store(shipped, "llvm-znver4-2c-ffff")
+    assert students.nearest_student("llvm-znver3-2c-eeee").platform == "llvm-znver4-2c-ffff"  # then generation
+    assert students.nearest_student("llvm-icelake-2c-eeee").platform == "llvm-rocketlake-2c-aaaa"  # then name order
+    assert students.nearest_student("llvm-x86-64-v3-2c-eeee").platform == "llvm-rocketlake-2c-aaaa"
+    state = _store(tmp_path / "state" / "students", "llvm-znver4-2c-9999")
+    assert students.nearest_student("llvm-znver3-2c-eeee", tmp_path / "state").path == state  # state before shipped
+    assert students.nearest_student("cuda-sm_80-eeee") is None
+
+
 def test_auto_falls_back_to_xgb_without_this_platforms_student(tmp_path, shipped):
     _store(shipped, "llvm-znver5-2c-aaaa")  # a neighbour's student is not enough for "auto"
     choice = students.choose_cost_model("auto", "llvm-znver4-2c-dddd", state_dir=tmp_path)
