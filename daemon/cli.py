@@ -27,7 +27,7 @@ def tune(
     out: Path = typer.Option(..., "--out", help="output folder; the artifact lands in OUT/<stem>-<sha8>/"),
     trials: Optional[int] = typer.Option(None, "--trials", min=0, help="measured candidates over all tasks (0: untuned)"),
     target: Optional[str] = typer.Option(None, "--target", help='TVM target as JSON, e.g. \'{"kind": "llvm", "num-cores": 2}\''),
-    cost_model: Optional[str] = typer.Option(None, "--cost-model", help="auto (default: the TCL student if this platform has one, else xgb), tcl, xgb or random"),
+    cost_model: Optional[str] = typer.Option(None, "--cost-model", help="auto (default: the TCL student of this platform, else of its CPU family, else xgb), tcl, xgb or random"),
     student: Optional[Path] = typer.Option(None, "--student", dir_okay=False, help="student file for tcl (default: the platform's stored one)"),
     state_dir: Path = typer.Option(_default_state_dir(), "--state-dir", help="where tuning databases live"),
     tracker: Optional[str] = typer.Option(None, "--tracker", help="measure on a tuning farm: the RPC tracker's HOST:PORT"),

@@ -6,12 +6,14 @@ distillation promotes new versions, as symlinks into `state_dir/student_versions
 (`tcl_core/students/`). Nothing here imports torch; resolving a job's cost model costs a stat
 and a hash.
 
-`"auto"` (the default) means the TCL student of the job's platform when there is one, else TVM's
-XGBoost. Not the nearest platform's student: measured side by side (benchmarks/results/
-tcl_vs_xgb*.md), the znver5 student tuning a held-out model on a znver4 machine tied XGBoost at
-64 trials and lost end to end at 256 (6.64 vs 4.92 ms, with equal kernels by the search's own
-measurements), so a foreign student is used only as the teacher the daemon distils a student
-of the job's own platform from, once that platform has measurements (tcl_core/continual.py).
+`"auto"` (the default) means the TCL student of the job's platform when there is one, else the
+student of the nearest platform in the same CPU family (a znver3 machine takes znver4's), else
+TVM's XGBoost. Measured side by side on a znver3 machine, which has no student of its own
+(README, "A platform with no student"): znver4's student found faster kernels than XGBoost in
+every pair, rocketlake's (another family) lost the ViT block, badly at 64 trials. The family
+rule is that evidence, not more: across families "auto" stays with XGBoost. A foreign student
+is also the teacher the daemon distils the platform's own student from, once that platform has
+measurements (tcl_core/continual.py).
 An explicit `"tcl"` takes the nearest platform's student (same target kind, then same core
 count, then same CPU family and nearest generation: `nearest_student`), then any stored one,
 then an untrained one.
@@ -82,14 +84,15 @@ def _stored(state_dir: Path | None) -> list[tuple[Path, bool]]:
             for path in sorted(root.glob(f"*/{STUDENT_FILE}"))]
 
 
-def nearest_student(platform: str, state_dir: Path | None = None) -> StudentRef | None:
+def nearest_student(platform: str, state_dir: Path | None = None, *, same_family_only: bool = False) -> StudentRef | None:
     """A student of another platform with the same target kind: same core count first, then the same
     CPU family (`znver3` -> `znver4` before `rocketlake`), nearest generation first, then name order.
+    `same_family_only`: only students of the same CPU family (what "auto" takes).
 
     Platform names read `<kind>-<cpu>-<cores>c-<hash>` (tcl_core.platform.platform_name). The
     family matters: on a znver3 machine the znver4 student guided the ViT block's first 64 trials
-    to kernels 1.6x faster than XGBoost's, the rocketlake student (first in name order) to 3.7x
-    slower (README, "A platform with no student").
+    to faster kernels than XGBoost's on both seeds measured, the rocketlake student (first in name
+    order) to slower ones (README, "A platform with no student").
     """
     kind, cpu, cores = _platform_parts(platform)
     family, generation = _cpu_family(cpu)
@@ -102,7 +105,9 @@ def nearest_student(platform: str, state_dir: Path | None = None) -> StudentRef 
                if same_family and None not in (generation, other_generation) else float("inf"))
         return other_cores != cores, not same_family, gap
 
-    same_kind = [item for item in _stored(state_dir) if _platform_parts(item[0].parent.name)[0] == kind]
+    same_kind = [item for item in _stored(state_dir)
+                 if item[0].parent.name != platform and _platform_parts(item[0].parent.name)[0] == kind
+                 and (not same_family_only or same_cpu_family(platform, item[0].parent.name))]
     if not same_kind:
         return None
     path, shipped = min(same_kind, key=distance)  # min keeps the first of equals: state before shipped, name order
@@ -116,6 +121,12 @@ def any_student(state_dir: Path | None = None) -> StudentRef | None:
         return None
     path, shipped = stored[0]
     return _ref(path, path.parent.name, shipped)
+
+
+def same_cpu_family(platform: str, other: str) -> bool:
+    """Same target kind and CPU family (`llvm-znver3-...` and `llvm-znver4-...`; not `llvm-rocketlake-...`)."""
+    (kind, cpu, _), (other_kind, other_cpu, _) = _platform_parts(platform), _platform_parts(other)
+    return kind == other_kind and _cpu_family(cpu)[0] == _cpu_family(other_cpu)[0]
 
 
 def _platform_parts(platform: str) -> tuple[str, str, str | None]:
@@ -155,7 +166,12 @@ def choose_cost_model(requested: str, platform: str, *, state_dir: Path | None =
     if student is not None:
         return CostModelChoice("tcl", student, f"student trained on this platform ({platform}){passed_over}")
     if requested == "auto":
-        return CostModelChoice("xgb", None, f"no student trained on platform {platform} yet{passed_over}")
+        kin = nearest_student(platform, state_dir, same_family_only=True)
+        if kin is not None:
+            return CostModelChoice("tcl", kin, f"no student for {platform} yet; the nearest of its CPU family's: "
+                                               f"{kin.platform}{passed_over}")
+        return CostModelChoice("xgb", None, f"no student trained on platform {platform} "
+                                            f"or on one of its CPU family yet{passed_over}")
     near = nearest_student(platform, state_dir)
     if near is not None:
         return CostModelChoice("tcl", near, f"no student for {platform}; nearest platform's: {near.platform}")

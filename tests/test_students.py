@@ -43,10 +43,10 @@ def test_auto_takes_this_platforms_student_state_before_shipped(tmp_path, shippe
 def test_an_unreadable_state_student_is_passed_over_with_the_reason(tmp_path, shipped):
     shipped_file = _store(shipped, "llvm-znver5-2c-aaaa", b"shipped")
     _store(tmp_path / "state" / "students", "llvm-znver5-2c-aaaa", b"half-written")
-    _store(tmp_path / "state" / "students", "llvm-znver4-2c-dddd", b"\x00" * 64)
+    _store(tmp_path / "state" / "students", "llvm-icelake-2c-dddd", b"\x00" * 64)
     choice = students.choose_cost_model("auto", "llvm-znver5-2c-aaaa", state_dir=tmp_path / "state")
     assert choice.name == "tcl" and choice.student.path == shipped_file and "unreadable" in choice.reason
-    alone = students.choose_cost_model("auto", "llvm-znver4-2c-dddd", state_dir=tmp_path / "state")
+    alone = students.choose_cost_model("auto", "llvm-icelake-2c-dddd", state_dir=tmp_path / "state")
     assert alone.name == "xgb" and alone.student is None and "unreadable" in alone.reason
 
 
@@ -74,10 +74,23 @@ def test_the_nearest_student_shares_the_cpu_family_and_is_the_nearest_generation
     assert students.nearest_student("cuda-sm_80-eeee") is None
 
 
-def test_auto_falls_back_to_xgb_without_this_platforms_student(tmp_path, shipped):
-    _store(shipped, "llvm-znver5-2c-aaaa")  # a neighbour's student is not enough for "auto"
-    choice = students.choose_cost_model("auto", "llvm-znver4-2c-dddd", state_dir=tmp_path)
-    assert choice.name == "xgb" and choice.student is None and "llvm-znver4-2c-dddd" in choice.reason
+def test_auto_falls_back_to_xgb_without_a_student_of_this_platform_or_its_cpu_family(tmp_path, shipped):
+    _store(shipped, "llvm-rocketlake-2c-aaaa")  # another family's student is not enough for "auto"
+    choice = students.choose_cost_model("auto", "llvm-znver3-2c-dddd", state_dir=tmp_path)
+    assert choice.name == "xgb" and choice.student is None and "llvm-znver3-2c-dddd" in choice.reason
+
+
+def test_auto_takes_the_nearest_student_of_the_same_cpu_family(tmp_path, shipped):
+    _store(shipped, "llvm-rocketlake-2c-aaaa")
+    _store(shipped, "llvm-znver5-2c-bbbb")
+    kin = _store(shipped, "llvm-znver4-8c-cccc")  # another core count, but the nearest generation of the family
+    choice = students.choose_cost_model("auto", "llvm-znver3-2c-dddd", state_dir=tmp_path)
+    assert choice.name == "tcl" and choice.student.path.parent.name == "llvm-znver5-2c-bbbb"  # same cores first
+    (shipped / "llvm-znver5-2c-bbbb" / students.STUDENT_FILE).unlink()
+    choice = students.choose_cost_model("auto", "llvm-znver3-2c-dddd", state_dir=tmp_path)
+    assert choice.student.path == kin and "CPU family" in choice.reason and "llvm-znver4-8c-cccc" in choice.reason
+    near = students.choose_cost_model("tcl", "llvm-znver3-2c-dddd", state_dir=tmp_path)
+    assert near.student.platform == "llvm-rocketlake-2c-aaaa"  # an explicit "tcl" takes the same core count first
 
 
 def test_explicit_tcl_uses_any_student_then_an_untrained_one(tmp_path, shipped):
