@@ -33,7 +33,7 @@ class PlatformEntry(BaseModel):
     name: str = Field(description="platform name, as in manifests and state_dir/databases/<name>/")
     records: int = Field(description="measurements in this platform's tuning database")
     records_since_round: int = Field(description="measurements added since the last distillation round")
-    student_version: int | None = Field(None, description="version of the student `auto` uses; null: none yet")
+    student_version: int | None = Field(None, description="version of this platform's own student, which `auto` uses; null: none yet")
     student_source: str | None = Field(None, description="state (distilled here) | shipped; null: none")
     validation_top1: float | None = Field(None, description="the student's top-1 on held-out tasks (from its card)")
     distilling: bool = Field(False, description="a round is running for this platform now")
