@@ -10,7 +10,7 @@ and a hash.
 student of the nearest platform in the same CPU family (a znver3 machine takes znver4's), else
 TVM's XGBoost. Measured side by side on a znver3 machine, which has no student of its own
 (README, "A platform with no student"): znver4's student found faster kernels than XGBoost in
-every pair, rocketlake's (another family) lost the ViT block, badly at 64 trials. The family
+three pairs and level ones (within 1%) in the fourth, rocketlake's (another family) lost the ViT block, badly at 64 trials. The family
 rule is that evidence, not more: across families "auto" stays with XGBoost. A foreign student
 is also the teacher the daemon distils the platform's own student from, once that platform has
 measurements (tcl_core/continual.py).
@@ -97,20 +97,21 @@ def nearest_student(platform: str, state_dir: Path | None = None, *, same_family
     kind, cpu, cores = _platform_parts(platform)
     family, generation = _cpu_family(cpu)
 
-    def distance(item: tuple[Path, bool]) -> tuple:
-        _, other_cpu, other_cores = _platform_parts(item[0].parent.name)
+    def distance(other: str) -> tuple[bool, bool, float]:
+        _, other_cpu, other_cores = _platform_parts(other)
         other_family, other_generation = _cpu_family(other_cpu)
         same_family = other_family == family
         gap = (abs(other_generation - generation)
                if same_family and None not in (generation, other_generation) else float("inf"))
         return other_cores != cores, not same_family, gap
 
-    same_kind = [item for item in _stored(state_dir)
-                 if item[0].parent.name != platform and _platform_parts(item[0].parent.name)[0] == kind
-                 and (not same_family_only or same_cpu_family(platform, item[0].parent.name))]
-    if not same_kind:
+    ranked = [(distance(path.parent.name), path, shipped) for path, shipped in _stored(state_dir)
+              if path.parent.name != platform and _platform_parts(path.parent.name)[0] == kind]
+    if same_family_only:
+        ranked = [(key, path, shipped) for key, path, shipped in ranked if not key[1]]  # key[1]: another family
+    if not ranked:
         return None
-    path, shipped = min(same_kind, key=distance)  # min keeps the first of equals: state before shipped, name order
+    _, path, shipped = min(ranked, key=lambda entry: entry[0])  # min keeps the first of equals: state before shipped, name order
     return _ref(path, path.parent.name, shipped)
 
 
@@ -121,12 +122,6 @@ def any_student(state_dir: Path | None = None) -> StudentRef | None:
         return None
     path, shipped = stored[0]
     return _ref(path, path.parent.name, shipped)
-
-
-def same_cpu_family(platform: str, other: str) -> bool:
-    """Same target kind and CPU family (`llvm-znver3-...` and `llvm-znver4-...`; not `llvm-rocketlake-...`)."""
-    (kind, cpu, _), (other_kind, other_cpu, _) = _platform_parts(platform), _platform_parts(other)
-    return kind == other_kind and _cpu_family(cpu)[0] == _cpu_family(other_cpu)[0]
 
 
 def _platform_parts(platform: str) -> tuple[str, str, str | None]:
