@@ -67,6 +67,8 @@ def tune(
         f"(tvm {latency.tvm:.4f} ms, untuned {latency.untuned:.4f} ms, onnxruntime {latency.onnxruntime:.4f} ms; "
         f"max_abs_err {manifest.verification.max_abs_err:.2g}; {manifest.trials_measured} trials in {manifest.tuning_seconds:.0f} s with {manifest.cost_model}: {manifest.cost_model_reason})"
     )
+    for warning in manifest.warnings:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 @contextlib.contextmanager
@@ -77,6 +79,8 @@ def _progress_reporter(label: str):
         last = [None]
 
         def report_plain(progress) -> None:
+            if progress.warning:
+                console.print(f"{label}: warning: {progress.warning}", highlight=False)
             if progress.stage != last[0]:
                 console.print(f"{label}: {progress.stage}", highlight=False)
                 last[0] = progress.stage
@@ -90,6 +94,8 @@ def _progress_reporter(label: str):
         task = bar.add_task(label, total=None)
 
         def report(progress) -> None:
+            if progress.warning:
+                bar.console.print(f"{label}: warning: {progress.warning}", style="yellow", highlight=False)
             bar.update(task, description=f"{label}: {progress.stage}",
                        completed=progress.trials_done, total=progress.trials_total or None)
 

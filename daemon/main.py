@@ -263,6 +263,9 @@ class Daemon:
             if isinstance(report, Progress):
                 if report.stage in RUNNING_STAGES:  # done/failed come only from the outcome
                     self.queue.set_progress(job_id, report.stage, report.trials_done, report.trials_total)
+                if report.warning:
+                    self.queue.set_warning(job_id, report.warning)
+                    log.warning("job %d: %s", job_id, report.warning)
             else:
                 self._record_outcome(job_id, report)
         self._enforce_time_limit()
@@ -346,8 +349,10 @@ class Daemon:
     def _record_outcome(self, job_id: int, outcome: Succeeded | Failed) -> None:
         self._distill_due = True
         if isinstance(outcome, Succeeded):
-            self.queue.mark_done(job_id, outcome.artifact_dir, outcome.latency_ms)
+            self.queue.mark_done(job_id, outcome.artifact_dir, outcome.latency_ms, outcome.warnings)
             log.info("job %d: done -> %s (tvm %.3f ms)", job_id, outcome.artifact_dir, outcome.latency_ms.tvm)
+            for warning in outcome.warnings:
+                log.warning("job %d: %s", job_id, warning)
         else:
             self.queue.mark_failed(job_id, outcome.reason)
             log.warning("job %d: failed: %s", job_id, outcome.reason)
@@ -387,6 +392,7 @@ def _entry(job: Job) -> ModelEntry:
         artifact_dir=job.artifact_dir,
         latency_ms=job.latency_ms,
         error=job.error,
+        warning=job.warning,
         queued_at=job.queued_at,
         updated_at=job.updated_at,
     )

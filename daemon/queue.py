@@ -14,6 +14,7 @@ before it ran (its file vanished or changed while queued) may be dropped again.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from deploy.artifact import Latency
 from deploy.intake import sha256_of, symlink_refusal
 from deploy.options import Stage
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: warning
 RUNNING_STAGES: tuple[Stage, ...] = ("tuning", "building", "verifying")
 
 _SCHEMA = """
@@ -40,6 +41,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     latency_untuned REAL,
     latency_onnxruntime REAL,
     error TEXT,
+    warning TEXT,
     queued_at TEXT NOT NULL,
     started_at TEXT,
     finished_at TEXT,
@@ -63,6 +65,7 @@ class Job(BaseModel):
     artifact_dir: str | None
     latency_ms: Latency | None
     error: str | None
+    warning: str | None
     queued_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -92,9 +95,11 @@ class JobQueue:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a job marked done stays done after a power cut
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
+        if version not in (0, 1, SCHEMA_VERSION):
             raise RuntimeError(f"{self.db_path}: job schema {version}, this daemon knows {SCHEMA_VERSION}")
         self._db.execute(_SCHEMA)
+        if "warning" not in {row["name"] for row in self._db.execute("PRAGMA table_info(jobs)")}:
+            self._db.execute("ALTER TABLE jobs ADD COLUMN warning TEXT")  # a schema 1 queue keeps its jobs
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     @classmethod
@@ -175,15 +180,21 @@ class JobQueue:
 
     def mark_started(self, job_id: int) -> None:
         """The worker took the job: its first stage is tuning (which includes the import)."""
-        self._update(job_id, state="tuning", trials_done=0, error=None, started_at=_now())
+        self._update(job_id, state="tuning", trials_done=0, error=None, warning=None, started_at=_now())
 
     def set_progress(self, job_id: int, stage: Stage, trials_done: int, trials_total: int) -> None:
         self._update(job_id, state=stage, trials_done=trials_done, trials_total=trials_total)
 
-    def mark_done(self, job_id: int, artifact_dir: str, latency_ms: Latency) -> None:
+    def set_warning(self, job_id: int, warning: str | None) -> None:
+        """What the user should know about a running or finished job that is not a failure."""
+        self._update(job_id, warning=None if warning is None else one_line(warning))
+
+    def mark_done(self, job_id: int, artifact_dir: str, latency_ms: Latency, warnings: Sequence[str] = ()) -> None:
+        """Done; `warnings` (the manifest's) replace any given while it ran."""
         self._update(
             job_id,
             state="done",
+            warning=one_line("; ".join(warnings)) if warnings else None,
             artifact_dir=artifact_dir,
             latency_tvm=latency_ms.tvm,
             latency_untuned=latency_ms.untuned,
@@ -220,6 +231,7 @@ def _job(row: sqlite3.Row) -> Job:
         artifact_dir=row["artifact_dir"],
         latency_ms=latency,
         error=row["error"],
+        warning=row["warning"],
         queued_at=row["queued_at"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],

@@ -52,6 +52,9 @@ class ModelEntry(BaseModel):
     artifact_dir: str | None = Field(None, description="folder with model.so and manifest.json once done")
     latency_ms: Latency | None = Field(None, description="set once done")
     error: str | None = Field(None, description="one-line reason when failed, else null")
+    warning: str | None = Field(None, description=(
+        "what limits the result, else null: while tuning, that the trials cannot reach every task; once done, "
+        "how many tasks were left with TVM's default schedule (the manifest's warnings)"))
     queued_at: datetime
     updated_at: datetime
 

@@ -33,12 +33,20 @@ def render_status(status: StatusFile, *, now: datetime | None = None, stale_afte
             Text(model.state, style=STATE_STYLES.get(model.state, "yellow")),
             f"{model.trials_done}/{model.trials_total}",
             *(("-",) * 3 if latency is None else (f"{latency.tvm:.3f}", f"{latency.untuned:.3f}", f"{latency.onnxruntime:.3f}")),
-            model.error or model.artifact_dir or "",
+            _last_column(model),
         )
     platforms = [render_platforms(status.platforms)] if status.platforms else []
     if not status.models:
         return Group(header, Text("no models seen yet"), *platforms)
     return Group(header, table, *platforms)
+
+
+def _last_column(model) -> Text:
+    """The artifact or the error, then the warning on its own line."""
+    text = Text(model.error or model.artifact_dir or "")
+    if model.warning:
+        text.append(("\n" if text else "") + f"warning: {model.warning}", style="yellow")
+    return text
 
 
 def render_platforms(platforms) -> Table:

@@ -59,6 +59,7 @@ class Succeeded(BaseModel):
 
     artifact_dir: str
     latency_ms: Latency
+    warnings: list[str] = []  # the manifest's
 
 
 class Failed(BaseModel):
@@ -98,7 +99,8 @@ def child_main(spec: JobSpec, conn: Connection, pipeline_fn: PipelineFn | None) 
             options=spec.options,
             on_progress=on_progress,
         )
-        outcome: Outcome = Succeeded(artifact_dir=str(manifest.artifact_dir), latency_ms=manifest.latency_ms)
+        outcome: Outcome = Succeeded(artifact_dir=str(manifest.artifact_dir), latency_ms=manifest.latency_ms,
+                                      warnings=manifest.warnings)
     except PipelineError as err:
         outcome = Failed(reason=one_line(str(err)) or type(err).__name__)
     except Exception as err:  # noqa: BLE001 - any failure of the pipeline is a failed job, with its reason

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-MANIFEST_SCHEMA_VERSION = 2  # 2: cost_model is the resolved one; cost_model_reason, student
+MANIFEST_SCHEMA_VERSION = 3  # 2: cost_model is the resolved one; cost_model_reason, student. 3: tasks_untuned, warnings
 
 
 class TensorInfo(BaseModel):
@@ -65,6 +65,8 @@ class Manifest(BaseModel):
     runner: dict = {"kind": "local"}  # where candidates were measured: local, or rpc with tracker and device_key
     tasks: int
     tasks_reused: int
+    tasks_untuned: int = 0           # tasks with no measured schedule after tuning: they run TVM's default
+    warnings: list[str] = []         # what limits this result (a budget too small for the tasks), one line each
     tuning_seconds: float
     verification: Verification
     latency_ms: Latency

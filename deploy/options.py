@@ -85,3 +85,4 @@ class Progress(BaseModel):
     stage: Stage
     trials_done: int = 0
     trials_total: int = 0
+    warning: str | None = None  # set once, when the tasks are known: the budget cannot reach them all

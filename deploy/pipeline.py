@@ -15,7 +15,7 @@ from deploy.errors import PipelineError, VerificationError
 from deploy.farm import check_farm
 from deploy.options import Progress, TuningOptions
 from deploy.layout import database_dir
-from deploy.tune import explore_share, tune_module
+from deploy.tune import TuningResult, budget_shortfall, explore_share, plan_tuning, tune_module
 from tcl_core import tvm_api
 from tcl_core.platform import platform_name
 from tcl_core.students import choose_cost_model
@@ -56,8 +56,13 @@ def run_pipeline(
     except (OSError, ValueError) as err:
         raise PipelineError(f"cost model: {err}") from err
     explore = explore_share(options.explore, choice.name)
+    plan = _guard("TVM could not extract the tuning tasks", lambda: plan_tuning(
+        lowered, target, database=database, trials_per_iter=options.trials_per_iter))
+    shortfall = budget_shortfall(len(plan.fresh), trials, options.trials_per_iter)
+    if shortfall:
+        on_progress(Progress(stage="tuning", trials_done=0, trials_total=trials, warning=shortfall))
     tuning = _guard("tuning failed", lambda: tune_module(
-        lowered, target, database=database, log_dir=Path(state_dir) / "logs" / name, trials=trials,
+        plan, target, database=database, log_dir=Path(state_dir) / "logs" / name, trials=trials,
         cost_model=choice.name, trials_per_iter=options.trials_per_iter,
         population=options.population, seed=options.seed,
         on_measured=lambda done: on_progress(Progress(stage="tuning", trials_done=done, trials_total=trials)),
@@ -81,6 +86,7 @@ def run_pipeline(
             tvm_version=tvm_api.TVM_VERSION, cost_model=choice.name, cost_model_reason=choice.reason,
             student=choice.student.describe() if choice.student else None, explore=explore, trials=trials,
             trials_measured=tuning.trials_measured, tasks=tuning.tasks, tasks_reused=tuning.tasks_reused,
+            tasks_untuned=tuning.tasks_untuned, warnings=_warnings(tuning, trials),
             runner=runner.describe(),
             tuning_seconds=round(tuning.seconds, 3), verification=verification, latency_ms=latency,
             created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -89,6 +95,15 @@ def run_pipeline(
         return manifest
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already after a successful emit
+
+
+def _warnings(tuning: TuningResult, trials: int) -> list[str]:
+    """What the manifest's reader should know about the result: tasks the budget left untuned."""
+    if trials <= 0 or not tuning.tasks_untuned:
+        return []
+    why = (f"the {trials} trials ran out before the search reached them" if tuning.trials_measured >= trials
+           else "none of their candidates built and ran")
+    return [f"{tuning.tasks_untuned} of {tuning.tasks} tasks run TVM's default schedule, untuned: {why}"]
 
 
 def _verify_and_time(spec: intake.ModelSpec, library: Path, untuned: Path, options: TuningOptions):

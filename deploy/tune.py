@@ -31,15 +31,49 @@ def explore_share(explore: float | None, cost_model: str) -> float:
 
 
 @dataclass(frozen=True)
+class TuningPlan:
+    """The model's tasks, and those the database has no full round of records for."""
+
+    tasks: list
+    fresh: list
+
+
+@dataclass(frozen=True)
 class TuningResult:
     tasks: int
     tasks_reused: int
+    tasks_untuned: int  # tasks to tune that ended with no measured record: they keep TVM's default schedule
     trials_measured: int
     seconds: float
 
 
+def plan_tuning(lowered, target, *, database, trials_per_iter: int) -> TuningPlan:
+    """Extract `lowered`'s tasks and pick those `database` lacks a full round of records for."""
+    tasks = tvm_api.extract_tasks(lowered, target)
+    fresh = [task for task in tasks if tvm_api.count_records(database, task.dispatched[0], trials_per_iter) < trials_per_iter]
+    return TuningPlan(tasks=tasks, fresh=fresh)
+
+
+def budget_shortfall(tasks_to_tune: int, trials: int, trials_per_iter: int) -> str | None:
+    """A warning when `trials` cannot give every task to tune one round, else None.
+
+    The task scheduler measures one round of `trials_per_iter` per task in turn before it spends
+    more on any, so with fewer trials than tasks x trials_per_iter the last tasks are never
+    measured and run with TVM's default schedules, often tens of times slower (README, "How
+    `trials` is spent"). A task with fewer distinct candidates than a round spends less, so the
+    count is an upper bound. No warning for trials 0: that asks for an untuned build.
+    """
+    needed = tasks_to_tune * trials_per_iter
+    if trials <= 0 or trials >= needed:
+        return None
+    reached = -(-trials // trials_per_iter)
+    return (f"trials {trials} cannot give each of the {tasks_to_tune} tasks to tune a round of "
+            f"{trials_per_iter}: up to {tasks_to_tune - reached} may keep untuned default schedules; "
+            f"trials >= {needed} reaches every task")
+
+
 def tune_module(
-    lowered,
+    plan: TuningPlan,
     target,
     *,
     database,
@@ -55,10 +89,9 @@ def tune_module(
     explore: float = 0.05,
     rpc: dict | None = None,
 ) -> TuningResult:
-    """Tune every task of `lowered` that `database` has no full round of records for."""
+    """Tune the plan's fresh tasks; count those that still have no record (and so no tuned schedule)."""
     started = time.perf_counter()
-    tasks = tvm_api.extract_tasks(lowered, target)
-    fresh = [task for task in tasks if tvm_api.count_records(database, task.dispatched[0], trials_per_iter) < trials_per_iter]
+    tasks, fresh = plan.tasks, plan.fresh
     measured = 0
     if fresh and trials > 0:
         measured = tvm_api.tune_tasks(
@@ -81,6 +114,7 @@ def tune_module(
             explore=explore,
             rpc=rpc,
         )
-    return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh),
+    untuned = sum(1 for task in fresh if tvm_api.count_records(database, task.dispatched[0], 1) == 0)
+    return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh), tasks_untuned=untuned,
                         trials_measured=measured, seconds=time.perf_counter() - started)
 

@@ -5,6 +5,7 @@ daemon test mix good, failing, crashing and hanging jobs:
   segfault*  -> SIGSEGV          exit*  -> os._exit(3)        hang*  -> report, then wait forever
   pipeerr*   -> PipelineError    valueerr* -> ValueError      anything else -> a fake success
   wait*      -> report, then succeed once `<state_dir>/release` exists
+  short*     -> warn that the trials cannot reach every task; once released, succeed with one untuned
 `always_succeed` ignores the name (a restarted daemon finishing what a `hang` job left);
 `count_runs` succeeds and logs each run, to prove nothing is processed twice.
 `full_disk_pipeline` and `kill_daemon_in_import_then_build` run the real pipeline under a fault.
@@ -25,6 +26,8 @@ from deploy.errors import PipelineError
 from deploy.options import Progress
 
 FAKE_LATENCY = Latency(tvm=0.5, untuned=1.5, onnxruntime=1.0)
+SHORT_BUDGET = "trials 4 cannot give each of the 2 tasks to tune a round of 4"
+UNTUNED = "1 of 2 tasks run TVM's default schedule, untuned"
 
 
 def fake_pipeline(model_path: Path, *, output_dir: Path, state_dir: Path, options, on_progress) -> Manifest:
@@ -45,6 +48,13 @@ def fake_pipeline(model_path: Path, *, output_dir: Path, state_dir: Path, option
         on_progress(Progress(stage="tuning", trials_done=1, trials_total=4))
         while True:
             time.sleep(1)
+    if stem.startswith("short"):
+        on_progress(Progress(stage="tuning", trials_done=0, trials_total=4, warning=SHORT_BUDGET))
+        while not (Path(state_dir) / "release").exists():
+            time.sleep(0.02)
+        manifest = always_succeed(model_path, output_dir=output_dir, state_dir=state_dir, options=options,
+                                  on_progress=on_progress)
+        return manifest.model_copy(update={"tasks": 2, "tasks_untuned": 1, "warnings": [UNTUNED]})
     if stem.startswith("wait"):
         on_progress(Progress(stage="tuning", trials_done=1, trials_total=4))
         while not (Path(state_dir) / "release").exists():

@@ -55,6 +55,18 @@ def test_moved_in_file_is_tuned_and_reported(daemon_factory):
     assert (daemon.config.watch_dir / "good.onnx").read_bytes() == b"good model"  # input untouched
 
 
+def test_a_budget_warning_shows_while_tuning_and_the_manifests_warning_once_done(daemon_factory):
+    daemon = daemon_factory()
+    _drop(Path("short.onnx"), b"short budget", daemon.config.watch_dir)
+    step_until(daemon, lambda: _state_of(daemon, "short") is not None and _models(daemon)["short"].warning,
+               what="short.onnx warned")
+    assert _models(daemon)["short"].warning == child_targets.SHORT_BUDGET
+    (daemon.config.state_dir / "release").touch()
+    step_until(daemon, lambda: _state_of(daemon, "short") == "done", what="short.onnx done")
+    entry = _models(daemon)["short"]
+    assert (entry.warning, entry.error) == (child_targets.UNTUNED, None)
+
+
 def test_duplicate_content_is_not_queued_again(daemon_factory):
     daemon = daemon_factory()
     watch = daemon.config.watch_dir

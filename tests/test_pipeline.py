@@ -98,6 +98,7 @@ def test_random_cost_model_tunes(tmp_path):
         options=TuningOptions(trials=8, cost_model="random", **FAST),
     )
     assert manifest.cost_model == "random" and manifest.trials_measured == 8 and manifest.verification.passed
+    assert manifest.tasks_untuned == 0 and manifest.warnings == []  # tiny_mlp's one task got its round
 
 
 def test_a_task_that_runs_out_of_candidates_leaves_its_budget_to_the_others(tmp_path):
@@ -108,6 +109,23 @@ def test_a_task_that_runs_out_of_candidates_leaves_its_budget_to_the_others(tmp_
         options=TuningOptions(trials=24, cost_model="random", trials_per_iter=4, population=32, timing_repeats=3),
     )
     assert manifest.tasks == 5 and manifest.trials_measured >= 24 and manifest.verification.passed
+
+
+def test_a_budget_short_of_a_round_per_task_warns_before_tuning_and_the_manifest_counts_the_untuned(tmp_path):
+    progress = []
+    manifest = run_pipeline(
+        write_example("tiny_cnn", tmp_path / "cnn.onnx"), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+        options=TuningOptions(trials=8, cost_model="random", trials_per_iter=4, population=32, timing_repeats=3),
+        on_progress=progress.append,
+    )
+    warned = [p for p in progress if p.warning]
+    assert len(warned) == 1 and warned[0].trials_done == 0 and progress.index(warned[0]) < 2  # before any measurement
+    assert warned[0].warning.startswith("trials 8 cannot give each of the 5 tasks to tune a round of 4: up to 3 ")
+    assert warned[0].warning.endswith("trials >= 20 reaches every task")
+    # 8 trials reach 2 or 3 of the 5 tasks (the reshape has a single candidate); the rest stay untuned.
+    assert manifest.tasks == 5 and 2 <= manifest.tasks_untuned <= 3 and manifest.verification.passed
+    assert manifest.warnings == [f"{manifest.tasks_untuned} of 5 tasks run TVM's default schedule, untuned: "
+                                 "the 8 trials ran out before the search reached them"]
 
 
 def test_explore_reaches_the_search_and_an_all_random_search_still_tunes(tmp_path, monkeypatch):
@@ -182,6 +200,7 @@ def test_sidecar_trials_override_options(tmp_path):
     manifest = run_pipeline(path, output_dir=tmp_path / "out", state_dir=tmp_path / "state",
                             options=TuningOptions(trials=64, **FAST))
     assert manifest.trials == 0 and manifest.trials_measured == 0 and manifest.verification.passed
+    assert manifest.tasks_untuned == manifest.tasks and manifest.warnings == []  # untuned as asked: no warning
 
 
 def test_bad_model_raises_and_writes_nothing(tmp_path):

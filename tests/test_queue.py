@@ -82,7 +82,48 @@ def test_database_uses_wal_and_a_schema_version(tmp_path):
     JobQueue.open(tmp_path / "state").close()
     db = sqlite3.connect(tmp_path / "state" / "jobs.sqlite3")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+def test_a_warning_is_kept_while_running_and_replaced_by_the_outcomes(tmp_path, model):
+    jobs = JobQueue.open(tmp_path / "state")
+    job = jobs.enqueue(model, sha256_of(model))
+    jobs.mark_started(job.id)
+    jobs.set_warning(job.id, "trials 8 cannot give each of the 5 tasks\na round")
+    jobs.set_progress(job.id, "tuning", 4, 8)
+    assert jobs.get(job.id).warning == "trials 8 cannot give each of the 5 tasks a round"
+    jobs.mark_done(job.id, "/out/a", Latency(tvm=1.0, untuned=2.0, onnxruntime=3.0), ["3 of 5 tasks untuned", "x"])
+    assert jobs.get(job.id).warning == "3 of 5 tasks untuned; x"
+    jobs.mark_started(job.id)  # run again: what it warns is its own
+    assert jobs.get(job.id).warning is None
+    jobs.mark_done(job.id, "/out/a", Latency(tvm=1.0, untuned=2.0, onnxruntime=3.0))
+    assert jobs.get(job.id).warning is None
+
+
+def test_a_schema_1_queue_keeps_its_jobs_and_gains_the_warning_column(tmp_path, model):
+    state = tmp_path / "state"
+    state.mkdir()
+    old = sqlite3.connect(state / "jobs.sqlite3")
+    old.execute(
+        "CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, path TEXT NOT NULL, "
+        "sha256 TEXT NOT NULL UNIQUE, state TEXT NOT NULL, trials_done INTEGER NOT NULL DEFAULT 0, "
+        "trials_total INTEGER NOT NULL DEFAULT 0, artifact_dir TEXT, latency_tvm REAL, latency_untuned REAL, "
+        "latency_onnxruntime REAL, error TEXT, queued_at TEXT NOT NULL, started_at TEXT, finished_at TEXT, "
+        "updated_at TEXT NOT NULL)")
+    old.execute("INSERT INTO jobs (name, path, sha256, state, queued_at, updated_at) VALUES "
+                "('resnet', ?, ?, 'queued', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00')",
+                (str(model), "a" * 64))
+    old.execute("PRAGMA user_version=1")
+    old.commit()
+    old.close()
+
+    jobs = JobQueue.open(state)
+    (job,) = jobs.all_jobs()
+    assert (job.name, job.sha256, job.state, job.warning) == ("resnet", "a" * 64, "queued", None)
+    jobs.set_warning(job.id, "short")
+    assert jobs.get(job.id).warning == "short"
+    jobs.close()
+    assert sqlite3.connect(state / "jobs.sqlite3").execute("PRAGMA user_version").fetchone()[0] == 2
 
 
 def test_input_problem_names_missing_and_changed_files(tmp_path, model):

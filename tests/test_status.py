@@ -29,6 +29,7 @@ def _status(n_models: int, state: str = "watching") -> StatusFile:
             name=f"model{i}", sha256=f"{i:064x}", state="done" if i % 2 else "tuning",
             trials_done=i, trials_total=64, artifact_dir=f"/out/model{i}" if i % 2 else None,
             latency_ms=Latency(tvm=0.1 * i, untuned=0.2, onnxruntime=0.3) if i % 2 else None,
+            warning="3 of 16 tasks run TVM's default schedule" if i == 1 else None,
             queued_at=NOW, updated_at=NOW,
         )
         for i in range(n_models)
@@ -106,6 +107,7 @@ def test_status_command_prints_a_table_and_the_raw_json(tmp_path):
     assert "daemon stopped (pid 1234" in table.output
     assert "model0" in table.output and "model1" in table.output and "/out/model1" in table.output
     assert "0.100" in table.output  # model1's tvm latency
+    assert "warning: 3 of 16 tasks run TVM's default schedule" in table.output
 
     raw = runner.invoke(app, ["status", "--status-file", str(path), "--json"])
     assert raw.exit_code == 0
