@@ -185,9 +185,9 @@ class JobQueue:
     def set_progress(self, job_id: int, stage: Stage, trials_done: int, trials_total: int) -> None:
         self._update(job_id, state=stage, trials_done=trials_done, trials_total=trials_total)
 
-    def set_warning(self, job_id: int, warning: str | None) -> None:
-        """What the user should know about a running or finished job that is not a failure."""
-        self._update(job_id, warning=None if warning is None else one_line(warning))
+    def set_warning(self, job_id: int, warning: str) -> None:
+        """What the user should know about a running job that is not a failure (cleared when it starts again)."""
+        self._update(job_id, warning=one_line(warning))
 
     def mark_done(self, job_id: int, artifact_dir: str, latency_ms: Latency, warnings: Sequence[str] = ()) -> None:
         """Done; `warnings` (the manifest's) replace any given while it ran."""
