@@ -9,7 +9,8 @@ steps on the card's train split (trace features) and is scored on the eval split
 top-1 / top-5 and pairwise accuracy, averaged over the seeds (one seed's noise is several
 points of top-1 here). `--train-models` trains on only these model folders of the train split,
 to see how held-out ranking grows with the number of models learnt from; each run also reports
-its scores on each held-out model alone. Prediction time is measured separately on an idle machine
+its scores on each held-out model alone. `--loss` picks the ranking loss (LambdaRank by default,
+`--gain-scale` its gains; `listwise` with `--temperature`, tcl_core.student). Prediction time is measured separately on an idle machine
 (benchmarks/cost_model_speed.py); this only compares quality and size. Writes
 benchmarks/results/student_sweep.{json,md}.
 """
@@ -29,7 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tcl_core.evaluate import evaluate  # noqa: E402
 from tcl_core.features import TRACE_FEATURE_DIM  # noqa: E402
-from tcl_core.student import GAIN_SCALE, SCHEDULES, StudentConfig, parameter_count  # noqa: E402
+from tcl_core.student import (  # noqa: E402
+    GAIN_SCALE, LISTWISE_TEMPERATURE, LOSSES, SCHEDULES, StudentConfig, parameter_count,
+)
 from tcl_core.train import load_split, split_databases, train_student  # noqa: E402
 
 
@@ -57,6 +60,9 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--schedule", choices=SCHEDULES, default="constant")
     parser.add_argument("--gain-scale", type=float, default=GAIN_SCALE, help="LambdaRank gains 2^(scale * label) - 1")
+    parser.add_argument("--loss", choices=LOSSES, default="lambda")
+    parser.add_argument("--temperature", type=float, default=LISTWISE_TEMPERATURE,
+                        help="the listwise loss's target temperature")
     parser.add_argument("--configs", nargs="+", default=["64x16x2", "32x8x2", "64x4x2"])
     parser.add_argument("--train-models", nargs="+", default=None, help="train on these model folders only")
     parser.add_argument("--results", default="student_sweep", help="file stem under --out")
@@ -75,7 +81,8 @@ def main() -> None:
         for seed in args.seeds:
             started = time.perf_counter()
             student, _ = train_student(train_tasks, steps=args.steps, seed=seed, config=config, lr=args.lr,
-                                       schedule=args.schedule, gain_scale=args.gain_scale)
+                                       schedule=args.schedule, gain_scale=args.gain_scale, loss=args.loss,
+                                       temperature=args.temperature)
             runs.append({"seed": seed, "train_seconds": round(time.perf_counter() - started, 1),
                          **evaluate(student, eval_tasks),
                          "by_model": {name: evaluate(student, tasks) for name, tasks in eval_by_model.items()}})
@@ -88,8 +95,10 @@ def main() -> None:
                                  for name in eval_by_model}}
         rows.append(row)
     result = {"command": f"benchmarks/student_sweep.py --data {args.data} --steps {args.steps} "
-                         f"--lr {args.lr} --schedule {args.schedule} --gain-scale {args.gain_scale:g} "
-                         f"--seeds {' '.join(map(str, args.seeds))} --configs {' '.join(args.configs)} "
+                         f"--lr {args.lr} --schedule {args.schedule} "
+                         + (f"--gain-scale {args.gain_scale:g} " if args.loss == "lambda" else f"--loss {args.loss} ")
+                         + (f"--temperature {args.temperature:g} " if args.loss == "listwise" else "")
+                         + f"--seeds {' '.join(map(str, args.seeds))} --configs {' '.join(args.configs)} "
                          + (f"--train-models {' '.join(args.train_models)} " if args.train_models else "")
                          + f"--results {args.results}",
               "train_models": [path.name for path in train_dirs], "eval_models": list(eval_by_model),

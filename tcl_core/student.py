@@ -2,7 +2,7 @@
 
 A task's candidates are only ever compared with each other, so the network is trained to rank,
 not to regress: labels are throughput normalised per task (`normalise_labels`, best = 1) and the
-losses (`lambda_rank_loss`, `pairwise_rank_loss`) look only at orderings within one group.
+losses (`lambda_rank_loss`, `pairwise_rank_loss`, `listwise_loss`) look only at orderings within one group.
 Higher score = predicted faster.
 
 Shape letters: b batch of candidates, l sequence length, f feature_dim, d d_model, g group size.
@@ -24,8 +24,8 @@ from torch import nn
 from tcl_core.mamba import MambaConfig, ResidualMamba
 
 __all__ = [
-    "StudentConfig", "Student", "parameter_count", "normalise_labels", "SCHEDULES", "GAIN_SCALE",
-    "lambda_rank_loss", "pairwise_rank_loss", "pairwise_accuracy",
+    "StudentConfig", "Student", "parameter_count", "normalise_labels", "SCHEDULES", "GAIN_SCALE", "LOSSES",
+    "lambda_rank_loss", "pairwise_rank_loss", "listwise_loss", "LISTWISE_TEMPERATURE", "pairwise_accuracy",
     "train_steps", "predict", "save_student", "load_student",
 ]
 
@@ -187,6 +187,26 @@ def lambda_rank_loss(scores: torch.Tensor, labels: torch.Tensor, *, sigma: float
     return (delta_ndcg[pairs] * F.softplus(-sigma * diff[pairs])).sum()
 
 
+# Softmax temperature of the listwise loss's target, on labels in [0, 1]: at 0.05 a candidate at
+# 90% of the best's speed gets e^-2 = 0.14 of the best's share, one at 80% e^-4 = 0.02.
+LISTWISE_TEMPERATURE = 0.05
+
+
+def listwise_loss(scores: torch.Tensor, labels: torch.Tensor, *,
+                  temperature: float = LISTWISE_TEMPERATURE) -> torch.Tensor:
+    """ListNet's top-one loss: cross-entropy from softmax(labels / temperature) to softmax(scores).
+
+    Every candidate's gradient pushes towards the target's share of the group, and a low
+    temperature puts nearly all of it on the few fastest, which is what TenSet's top-k scores
+    (and the search) consume. 0 for groups of one, all-tied groups and all-zero labels.
+    """
+    labels = labels.float()
+    if scores.shape[0] < 2 or not (labels > 0).any() or (labels == labels[0]).all():
+        return scores.sum() * 0.0
+    target = torch.softmax(labels / temperature, dim=0)  # (g,)
+    return -(target * torch.log_softmax(scores, dim=0)).sum()
+
+
 def pairwise_accuracy(scores: torch.Tensor, labels: torch.Tensor) -> float:
     """Fraction of strictly ordered pairs the scores put the right way round (nan if there are none)."""
     pairs = _ordered_pairs(labels)  # (g, g)
@@ -196,7 +216,8 @@ def pairwise_accuracy(scores: torch.Tensor, labels: torch.Tensor) -> float:
     return (diff[pairs] > 0).float().mean().item()
 
 
-_LOSSES = {"lambda": lambda_rank_loss, "pairwise": pairwise_rank_loss}
+_LOSSES = {"lambda": lambda_rank_loss, "pairwise": pairwise_rank_loss, "listwise": listwise_loss}
+LOSSES = tuple(_LOSSES)  # the ranking losses train_steps knows
 SCHEDULES = ("constant", "cosine")  # learning-rate schedules train_steps knows (see there)
 
 
@@ -204,7 +225,7 @@ def train_steps(
     model: Student, groups: list[Group], *, steps: int, lr: float, loss: str = "lambda",
     sequential: bool | None = None, optimiser: torch.optim.Optimizer | None = None,
     extra_loss: Callable[[], torch.Tensor] | None = None, schedule: str = "constant",
-    gain_scale: float = GAIN_SCALE,
+    gain_scale: float = GAIN_SCALE, temperature: float = LISTWISE_TEMPERATURE,
 ) -> list[float]:
     """Run `steps` Adam steps, one group (one task's candidates) per step; return each step's loss.
 
@@ -218,7 +239,8 @@ def train_steps(
     learning rate up over the first 5% of the steps to `lr` and anneals it to ~0 by the last
     (one-cycle); offline training on the znver4 data measured it about 2 points of held-out
     top-5 above a constant rate at the same 2,400 steps (0.911 vs 0.890, 3 seeds). "constant" keeps `lr` (the in-search updates).
-    `gain_scale` sharpens LambdaRank's gains (GAIN_SCALE); the pairwise loss has none.
+    `gain_scale` sharpens LambdaRank's gains (GAIN_SCALE); `temperature` is the listwise loss's
+    (LISTWISE_TEMPERATURE); the pairwise loss has neither.
     """
     if loss not in _LOSSES:
         raise ValueError(f"loss must be one of {sorted(_LOSSES)}, got {loss!r}")
@@ -226,7 +248,8 @@ def train_steps(
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     if not groups:
         return []
-    loss_fn = functools.partial(lambda_rank_loss, gain_scale=gain_scale) if loss == "lambda" else _LOSSES[loss]
+    loss_fn = {"lambda": functools.partial(lambda_rank_loss, gain_scale=gain_scale),
+               "listwise": functools.partial(listwise_loss, temperature=temperature)}.get(loss, _LOSSES[loss])
     optimiser = optimiser or torch.optim.Adam(model.parameters(), lr=lr)
     # The warm-up lasts at least 2 steps: OneCycleLR divides by (warm-up steps - 1), so at 20 steps
     # 5% crashed with ZeroDivisionError. Below 3 steps there is no cycle to run.

@@ -18,7 +18,9 @@ import torch
 from tcl_core.evaluate import evaluate
 from tcl_core.features import TRACE_FEATURE_DIM, pad_batch
 from tcl_core.records import FeaturiseTask, TaskRecords, card_weights, load_task_records
-from tcl_core.student import GAIN_SCALE, Student, StudentConfig, parameter_count, save_student, train_steps
+from tcl_core.student import (
+    GAIN_SCALE, LISTWISE_TEMPERATURE, Student, StudentConfig, parameter_count, save_student, train_steps,
+)
 
 __all__ = ["split_databases", "load_split", "to_groups", "train_student", "train_and_report"]
 
@@ -56,7 +58,8 @@ def to_groups(tasks: list[TaskRecords], max_len: int) -> list[tuple[torch.Tensor
 def train_student(tasks: list[TaskRecords], *, steps: int, lr: float = 1e-3, seed: int = 0,
                   config: StudentConfig | None = None, loss: str = "lambda",
                   model: torch.nn.Module | None = None, schedule: str = "constant",
-                  gain_scale: float = GAIN_SCALE) -> tuple[Student, list[float]]:
+                  gain_scale: float = GAIN_SCALE,
+                  temperature: float = LISTWISE_TEMPERATURE) -> tuple[Student, list[float]]:
     """A student trained for `steps` Adam steps, one task group per step; returns it and the losses.
 
     `model` trains another network with the same interface instead (the TenSet-MLP baseline);
@@ -71,7 +74,8 @@ def train_student(tasks: list[TaskRecords], *, steps: int, lr: float = 1e-3, see
     torch.set_num_threads(1)
     try:
         losses = train_steps(student, to_groups(tasks, student.config.max_len), steps=steps, lr=lr, loss=loss,
-                             sequential=True, schedule=schedule, gain_scale=gain_scale)  # the faster scan on CPU
+                             sequential=True, schedule=schedule, gain_scale=gain_scale,  # the faster scan on CPU
+                             temperature=temperature)
     finally:
         torch.set_num_threads(previous)
     return student, losses

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -13,6 +14,7 @@ from tcl_core.student import (
     Student,
     StudentConfig,
     lambda_rank_loss,
+    listwise_loss,
     load_student,
     normalise_labels,
     pairwise_accuracy,
@@ -25,7 +27,9 @@ from tcl_core.student import (
 
 torch.set_num_threads(1)
 TINY = StudentConfig(feature_dim=4, d_model=16, n_layers=1, d_state=4, max_len=12)
-LOSSES = [lambda_rank_loss, pairwise_rank_loss]
+# The listwise loss at a mild temperature: at its default the targets of the two worst candidates
+# below differ by less than float32 resolves next to the others' shares.
+LOSSES = [lambda_rank_loss, pairwise_rank_loss, functools.partial(listwise_loss, temperature=0.5)]
 
 
 def _toy_group(g: int = 12, f: int = 4, lmax: int = 8):
@@ -112,6 +116,21 @@ def test_sharper_gains_weigh_the_near_best_pair_more():
     assert (flat[0] - flat[1]) / -flat[2] < (sharp[0] - sharp[1]) / -sharp[2]
 
 
+def test_listwise_target_concentrates_on_the_fastest_as_temperature_falls():
+    labels = torch.tensor([1.0, 0.9, 0.5])
+    scores = torch.zeros(3, requires_grad=True)
+    # At zero scores the gradient is softmax(scores) - target, so it reads the target off.
+    listwise_loss(scores, labels, temperature=0.05).backward()
+    target = 1 / 3 - scores.grad
+    expected = torch.softmax(labels / 0.05, dim=0)
+    assert torch.allclose(target, expected, atol=1e-6)
+    assert math.isclose(target[1].item() / target[0].item(), math.exp(-2), rel_tol=1e-4)
+    # Ranking the fastest first costs less than ranking the runner-up first, and far less than last.
+    first, second, last = (listwise_loss(torch.tensor(s), labels).item()
+                           for s in ([4.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 4.0]))
+    assert first < second < last
+
+
 def test_training_learns_a_toy_ranking():
     torch.manual_seed(2)
     train = [_toy_group() for _ in range(16)]
@@ -143,6 +162,18 @@ def test_train_steps_pairwise_and_bad_loss_name():
     assert len(losses) == 3 and losses[0] > 0
     with pytest.raises(ValueError):
         train_steps(model, [(x, m, y)], steps=1, lr=1e-2, loss="mse")
+
+
+def test_training_with_the_listwise_loss_learns_a_toy_ranking():
+    torch.manual_seed(2)
+    train = [_toy_group() for _ in range(16)]
+    held_out = [_toy_group() for _ in range(8)]
+    model = Student(TINY)
+    losses = train_steps(model, train, steps=120, lr=1e-2, loss="listwise", temperature=0.2)
+    accuracy = float(np.mean([pairwise_accuracy(torch.from_numpy(predict(model, x, m)), y)
+                              for x, m, y in held_out]))
+    assert np.mean(losses[-20:]) < np.mean(losses[:20])
+    assert accuracy > 0.8, accuracy
 
 
 def test_cosine_schedule_warms_up_anneals_and_still_learns():
