@@ -5,7 +5,7 @@
         [--seeds 0 1 2] [--results search_replay]
 
 A real tuning pair costs 13 minutes of both cores and its outcome swings with the evolution's
-luck on a few big tasks (README, "Budget"), too noisy to tune the in-search update with. Here a
+luck on a few big tasks (docs/cost_model.md, "Budget"), too noisy to tune the in-search update with. Here a
 job is replayed on records already measured: each task's candidate pool is its stored records,
 and "measuring" a candidate looks up its stored time. Per job (one model), round after round,
 each task in turn: the cost model scores the task's unmeasured candidates, the top

@@ -17,7 +17,7 @@ from tcl_core import tvm_api
 # Share of each measured batch drawn at random (MetaSchedule's eps-greedy, rounded down per batch).
 # A pretrained student is confidently wrong on some tasks, and with only its own picks measured
 # every label it learns from comes from the same bad family, so the search never leaves it
-# (README, "Exploration"); XGBoost and random start untrained, explore by themselves and keep
+# (docs/cost_model.md, "Exploration"); XGBoost and random start untrained, explore by themselves and keep
 # TVM's 0.05, which draws nothing at batches under 20.
 TCL_EXPLORE = 0.25
 TVM_EXPLORE = 0.05
@@ -103,7 +103,7 @@ def tune_module(
             max_trials_global=trials,
             # No cap below the budget (TVM's own default): the gradient scheduler gives every task
             # one round, then the rest to the tasks that weigh most. An even share per task left a
-            # tiny task's unused share unspent and held the big kernels to it (README, "Budget").
+            # tiny task's unused share unspent and held the big kernels to it (docs/cost_model.md, "Budget").
             max_trials_per_task=trials,
             num_trials_per_iter=trials_per_iter,
             population=population,

@@ -67,8 +67,8 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
         # at random, so with n tasks measured the task just measured gets about steps/n of them.
         # "task": each task gets its own copy of the offline student, fine-tuned on that task's
         # measurements alone (labels are only comparable within a task anyway); tasks not yet
-        # measured are ranked by the untouched offline student. "job" replayed better (README,
-        # "Search replay"): what one task teaches carries over to the job's other tasks.
+        # measured are ranked by the untouched offline student. "job" replayed better (docs/
+        # cost_model.md, "Search replay"): what one task teaches carries over to the job's others.
         if update_scope not in ("job", "task"):
             raise ValueError(f"update_scope must be 'job' or 'task', got {update_scope!r}")
         self.update_scope = update_scope

@@ -155,7 +155,7 @@ def pairwise_rank_loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tens
 # LambdaRank's gains are 2^(GAIN_SCALE * label) - 1. At 1 (TLP's 2^label - 1 on labels in [0, 1])
 # the best candidate's gain is 1 and one at 80% of its speed still 0.74, so near-best pairs weigh
 # little; at 4 they are 15 and 8.2. On the rocketlake data (held-out MobileNetV2 + ViT block, 3
-# seeds) 4 lifted top-1 from 0.688 to 0.737 at the same top-5 (README, "Sharper gains").
+# seeds) 4 lifted top-1 from 0.688 to 0.737 at the same top-5 (docs/cost_model.md, "Sharper gains").
 GAIN_SCALE = 4.0
 
 

@@ -9,7 +9,7 @@ and a hash.
 `"auto"` (the default) means the TCL student of the job's platform when there is one, else the
 student of the nearest platform in the same CPU family (a znver3 machine takes znver4's), else
 TVM's XGBoost. Measured side by side on a znver3 machine, which has no student of its own
-(README, "A platform with no student"): znver4's student found faster kernels than XGBoost in
+(docs/cost_model.md, "A platform with no student"): znver4's student found faster kernels than XGBoost in
 three pairs and level ones (within 1%) in the fourth, rocketlake's (another family) lost the ViT block, badly at 64 trials. The family
 rule is that evidence, not more: across families "auto" stays with XGBoost. A foreign student
 is also the teacher the daemon distils the platform's own student from, once that platform has
@@ -92,7 +92,7 @@ def nearest_student(platform: str, state_dir: Path | None = None, *, same_family
     Platform names read `<kind>-<cpu>-<cores>c-<hash>` (tcl_core.platform.platform_name). The
     family matters: on a znver3 machine the znver4 student guided the ViT block's first 64 trials
     to faster kernels than XGBoost's on both seeds measured, the rocketlake student (first in name
-    order) to slower ones (README, "A platform with no student").
+    order) to slower ones (docs/cost_model.md, "A platform with no student").
     """
     kind, cpu, cores = _platform_parts(platform)
     family, generation = _cpu_family(cpu)

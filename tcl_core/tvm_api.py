@@ -246,7 +246,7 @@ def tune_tasks(
     of each measured batch is chosen by the RDU sampler among the search's proposals
     (tcl_core.rdu_search); other cost models ignore it. `explore` is the search's eps-greedy share:
     that many of each batch (rounded down) are random samples of the design space, for every cost
-    model; a learned model's confident mistakes need them (README, "Exploration"). `rpc` measures on a tuning farm
+    model; a learned model's confident mistakes need them (docs/cost_model.md, "Exploration"). `rpc` measures on a tuning farm
     (`make_runner`); builds stay on this machine.
     """
     _reset_meta_schedule_logging()
