@@ -198,7 +198,9 @@ def listwise_loss(scores: torch.Tensor, labels: torch.Tensor, *,
 
     Every candidate's gradient pushes towards the target's share of the group, and a low
     temperature puts nearly all of it on the few fastest, which is what TenSet's top-k scores
-    (and the search) consume. 0 for groups of one, all-tied groups and all-zero labels.
+    (and the search) consume. 0 for groups of one, all-tied groups and all-zero labels. On the
+    znver4 records it ranked held-out models below LambdaRank at every temperature tried
+    (docs/cost_model.md, "A listwise loss"), so it is a sweep option, not the default.
     """
     labels = labels.float()
     if scores.shape[0] < 2 or not (labels > 0).any() or (labels == labels[0]).all():
