@@ -8,6 +8,7 @@ says whether a model's tasks train the student or are held out to evaluate it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,13 +68,17 @@ def mobilenet_v2(num_classes: int = 1000) -> nn.Module:
     return nn.Sequential(*layers)
 
 
-def mobilenet_v1(num_classes: int = 1000) -> nn.Module:
-    """MobileNetV1 (Howard et al.): depthwise-separable convolutions, so depthwise kernels are in training too."""
-    layers: list[nn.Module] = [*_conv_bn(3, 32, 3, 2), nn.ReLU()]
+def mobilenet_v1(num_classes: int = 1000, activation: type[nn.Module] = nn.ReLU) -> nn.Module:
+    """MobileNetV1 (Howard et al.): depthwise-separable convolutions, so depthwise kernels are in training too.
+
+    `activation` nn.ReLU6 is the paper's; the zoo's first MobileNetV1 used ReLU, so its kernels had
+    no clip epilogue, which every convolution of the held-out MobileNetV2 has.
+    """
+    layers: list[nn.Module] = [*_conv_bn(3, 32, 3, 2), activation()]
     cin = 32
     for cout, stride in ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), *[(512, 1)] * 5,
                          (1024, 2), (1024, 1)):
-        layers += [*_conv_bn(cin, cin, 3, stride, groups=cin), nn.ReLU(), *_conv_bn(cin, cout, 1), nn.ReLU()]
+        layers += [*_conv_bn(cin, cin, 3, stride, groups=cin), activation(), *_conv_bn(cin, cout, 1), activation()]
         cin = cout
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, num_classes)]
     return nn.Sequential(*layers)
@@ -237,6 +242,9 @@ ZOO: dict[str, ZooModel] = {m.name: m for m in (
     ZooModel("convnext_tiny", convnext_tiny, (1, 3, 96, 96), "train"),
     ZooModel("efficientnet_lite", efficientnet_lite, (1, 3, 128, 128), "train"),
     ZooModel("gpt_block", gpt_block, (1, 128, 256), "train"),
+    # The paper's ReLU6 (clip) epilogues, as in the held-out MobileNetV2; at 128 x 128 no shape is
+    # shared with it (112 x 112) or with the ReLU MobileNetV1 (96 x 96).
+    ZooModel("mobilenet_v1_relu6", functools.partial(mobilenet_v1, activation=nn.ReLU6), (1, 3, 128, 128), "train"),
     ZooModel("mobilenet_v2", mobilenet_v2, (1, 3, 112, 112), "eval"),
     ZooModel("vit_block", vit_block, (1, 3, 112, 112), "eval"),
 )}

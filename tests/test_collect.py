@@ -42,3 +42,8 @@ def test_zoo_models_export_to_valid_onnx(tmp_path):
         dims = [d.dim_value for d in loaded.graph.input[0].type.tensor_type.shape.dim]
         assert dims == list(model.input_shape)
     assert {m.split for m in ZOO.values()} == {"train", "eval"}
+    # The ReLU6 MobileNetV1 has clip epilogues like the held-out MobileNetV2; the first one has none.
+    ops = {name: {node.op_type for node in onnx.load(str(tmp_path / f"{name}.onnx")).graph.node}
+           for name in ("mobilenet_v1", "mobilenet_v1_relu6", "mobilenet_v2")}
+    assert "Clip" in ops["mobilenet_v1_relu6"] and "Clip" in ops["mobilenet_v2"]
+    assert "Clip" not in ops["mobilenet_v1"] and "Relu" in ops["mobilenet_v1"]
