@@ -173,6 +173,29 @@ def test_top_k_headroom_is_the_runner_up_oracle_weighted_as_top_k():
         headroom(tasks[2:])  # only tasks it leaves out
 
 
+def test_top_k_by_task_puts_the_costliest_task_first_beside_random():
+    import numpy as np
+
+    from benchmarks.top_k_by_task import task_rows
+    from tcl_core.records import TaskRecords
+    from tcl_core.student import normalise_labels
+
+    def task(index, seconds, weight):
+        seconds = np.asarray(seconds, dtype=np.float64)
+        return TaskRecords(task_index=index, workload_hash=f"w{index}", features=tuple(np.zeros((1, 2)) for _ in seconds),
+                           run_seconds=seconds, labels=normalise_labels(seconds).numpy(), weight=weight)
+
+    tasks = [task(0, [1.0, 2.0, 4.0], 1.0), task(1, [1.0, 4.0], 3.0)]
+    # Task 0 ranked right; task 1 ranked worst first, so its top-1 is 1/4 and it weighs 3 of 4.
+    scores = [np.array([3.0, 2.0, 1.0]), np.array([0.0, 1.0])]
+    rows = task_rows(tasks, scores, {0: "conv", 1: "matmul"}, k=1)
+    assert [row["name"] for row in rows] == ["matmul", "conv"]
+    assert rows[0]["top1"] == 0.25 and rows[0]["loss_share"] == pytest.approx(3 * 0.75 / 4, abs=1e-4)
+    assert rows[1]["top1"] == 1.0 and rows[1]["loss_share"] == 0.0
+    assert rows[0]["random_top1"] == pytest.approx((1 + 0.25) / 2, abs=1e-3) and rows[0]["candidates"] == 2
+    assert task_rows(tasks, scores, {}, k=1)[0]["name"] == "?"
+
+
 def test_top_k_density_draws_subsets_and_scores_them_as_top_k_does():
     import numpy as np
 
