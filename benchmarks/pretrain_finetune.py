@@ -23,9 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.student_sweep import chosen_train_split  # noqa: E402
 from tcl_core.evaluate import evaluate  # noqa: E402
-from tcl_core.train import load_split, split_databases, train_student  # noqa: E402
+from tcl_core.train import chosen_train_split, load_split, split_databases, train_student  # noqa: E402
 
 SCORES = ("top1", "top5", "pairwise_accuracy")
 

@@ -33,23 +33,12 @@ from tcl_core.features import TRACE_FEATURE_DIM  # noqa: E402
 from tcl_core.student import (  # noqa: E402
     GAIN_SCALE, LISTWISE_TEMPERATURE, LOSSES, SCHEDULES, StudentConfig, parameter_count,
 )
-from tcl_core.train import load_split, split_databases, train_student  # noqa: E402
+from tcl_core.train import chosen_train_split, load_split, split_databases, train_student  # noqa: E402
 
 
 def parse_config(text: str) -> StudentConfig:
     d_model, d_state, n_layers = (int(part) for part in text.split("x"))
     return StudentConfig(feature_dim=TRACE_FEATURE_DIM, d_model=d_model, d_state=d_state, n_layers=n_layers)
-
-
-def chosen_train_split(train_dirs: list[Path], names: list[str] | None) -> list[Path]:
-    """The train split's model folders named in `names` (all when None), in the split's order."""
-    if names is None:
-        return train_dirs
-    known = {path.name: path for path in train_dirs}
-    unknown = sorted(set(names) - set(known))
-    if unknown:
-        raise ValueError(f"--train-models {unknown} are not in the train split {sorted(known)}")
-    return [path for path in train_dirs if path.name in names]
 
 
 def main() -> None:

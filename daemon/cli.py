@@ -309,6 +309,8 @@ def cost_model_train(
     d_state: int = typer.Option(16, "--d-state", min=1, help="SSM state size per channel"),
     layers: int = typer.Option(2, "--layers", min=1, help="Mamba layers"),
     version: int = typer.Option(1, "--version", min=1, help="student version, recorded in its card"),
+    train_model: Optional[list[str]] = typer.Option(
+        None, "--train-model", help="train on this model folder of the train split only (repeatable; default: all)"),
     also_eval: Optional[list[Path]] = typer.Option(None, "--also-eval", help="more databases to score it on (repeatable)"),
     teacher: Optional[Path] = typer.Option(None, "--teacher", exists=True, dir_okay=False,
                                            help="start from this student and distil towards it (a new platform)"),
@@ -341,8 +343,8 @@ def cost_model_train(
         train_and_report(data, out, steps=steps, lr=lr, seed=seed, config=config, version=version,
                          also_eval=tuple(also_eval or ()), teacher=teacher, fraction=fraction, alpha=alpha,
                          schedule=schedule, gain_scale=GAIN_SCALE if gain_scale is None else gain_scale,
-                         log=lambda line: typer.echo(line, err=True))
-    except RecordsError as err:
+                         train_models=tuple(train_model or ()), log=lambda line: typer.echo(line, err=True))
+    except (RecordsError, ValueError) as err:  # ValueError: a --train-model not in the train split
         _fail(str(err))
     typer.echo(str(out))
 

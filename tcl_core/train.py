@@ -22,7 +22,7 @@ from tcl_core.student import (
     GAIN_SCALE, LISTWISE_TEMPERATURE, Student, StudentConfig, parameter_count, save_student, train_steps,
 )
 
-__all__ = ["split_databases", "load_split", "to_groups", "train_student", "train_and_report"]
+__all__ = ["split_databases", "chosen_train_split", "load_split", "to_groups", "train_student", "train_and_report"]
 
 
 def split_databases(platform_dir: Path) -> dict[str, list[Path]]:
@@ -33,6 +33,17 @@ def split_databases(platform_dir: Path) -> dict[str, list[Path]]:
         if (Path(platform_dir) / name / "database_tuning_record.json").is_file():
             split[model["split"]].append(Path(platform_dir) / name)
     return split
+
+
+def chosen_train_split(train_dirs: list[Path], names: list[str] | None) -> list[Path]:
+    """The train split's model folders named in `names` (all when None), in the split's order."""
+    if names is None:
+        return train_dirs
+    known = {path.name: path for path in train_dirs}
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"model(s) {unknown} are not in the train split {sorted(known)}")
+    return [path for path in train_dirs if path.name in names]
 
 
 def load_split(database_dirs: list[Path], featurise_task: FeaturiseTask | None = None) -> list[TaskRecords]:
@@ -85,7 +96,7 @@ def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1
                      config: StudentConfig | None = None, version: int = 1, also_eval: tuple[Path, ...] = (),
                      teacher: Path | None = None, fraction: float = 1.0, alpha: float = 0.1,
                      schedule: str = "constant", gain_scale: float = GAIN_SCALE,
-                     log: Callable[[str], None] = print) -> dict:
+                     train_models: tuple[str, ...] = (), log: Callable[[str], None] = print) -> dict:
     """Train on the platform's train split, evaluate on both splits, save the student and its card.
 
     `also_eval` names more databases (another platform's, say) to score the student on; their
@@ -93,10 +104,13 @@ def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1
     platform the TCL way: only `fraction` of each task's candidates, picked by the RDU sampler
     (embedded by the teacher), are used as labels, and the student starts from the teacher and
     is distilled towards it on all the train split's candidates (tcl_core.distill, `alpha`).
-    The card is written twice: `<out>.json`
+    `train_models` trains on only these model folders of the train split (all when empty); the
+    card's command names the models it trained on either way, so it still rebuilds the same
+    student after more models are collected. The card is written twice: `<out>.json`
     for programs (tcl_core.students reads its `version`) and `<out>.md` for people.
     """
     split = split_databases(platform_dir)
+    split["train"] = chosen_train_split(split["train"], list(train_models) or None)
     started = time.perf_counter()
     train_tasks, eval_tasks = load_split(split["train"]), load_split(split["eval"])
     load_seconds = time.perf_counter() - started
@@ -126,6 +140,7 @@ def train_and_report(platform_dir: Path, out: Path, *, steps: int, lr: float = 1
                + (f" --gain-scale {gain_scale:g}" if gain_scale != GAIN_SCALE else "")
                + (f" --teacher {teacher} --alpha {alpha}" if teacher is not None else "")
                + (f" --fraction {fraction}" if fraction < 1.0 else "")
+               + "".join(f" --train-model {path.name}" for path in split["train"])
                + "".join(f" --also-eval {path}" for path in also_eval))
     card = {
         "version": version, "command": command,

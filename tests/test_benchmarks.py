@@ -273,7 +273,7 @@ def test_search_round_cost_counts_trace_objects_seen_again_within_a_round():
 
 
 def test_student_sweep_trains_on_the_named_models_of_the_train_split_only(tmp_path):
-    from benchmarks.student_sweep import chosen_train_split
+    from tcl_core.train import chosen_train_split
 
     train = [tmp_path / "resnet18", tmp_path / "mlp", tmp_path / "bert_layer"]
     assert chosen_train_split(train, None) == train

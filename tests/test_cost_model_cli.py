@@ -120,6 +120,7 @@ def test_train_writes_a_student_and_its_card(measured_db, tmp_path):
     assert result.returncode == 0, result.stderr
     card = json.loads(out.with_suffix(".json").read_text())
     assert card["train_models"] == ["tiny"] and card["eval_models"] == [] and card["steps"] == 5
+    assert "--train-model tiny" in card["command"]  # named, so the command rebuilds it after more collects
     assert card["train_records"] >= 4 and 0 < card["metrics"]["train"]["top1"] <= 1
     assert card["version"] == 3 and card["config"]["d_model"] == 16 and card["config"]["n_layers"] == 1
     assert card["metrics"][str(measured_db)] == card["metrics"]["train"]  # the same records, scored twice
@@ -139,6 +140,14 @@ def test_train_bootstraps_from_a_teacher_on_an_rdu_fraction(measured_db, tmp_pat
     assert card["train_records"] < card["pool_records"]  # half of each task's candidates labelled
     assert card["config"]["d_model"] == 16  # the teacher's size, not the default: the student is its copy
     assert "--teacher" in card["command"] and "distilled from" in out.with_suffix(".md").read_text()
+
+
+def test_train_on_a_model_not_in_the_train_split_fails_cleanly(measured_db, tmp_path):
+    out = tmp_path / "s.pt"
+    result = _run("train", "--data", str(measured_db.parent), "--out", str(out), "--steps", "2",
+                  "--train-model", "tiny", "--train-model", "vit_block")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "['vit_block'] are not in the train split ['tiny']" in result.stderr and not out.exists()
 
 
 def test_train_without_a_card_fails_cleanly(tmp_path):
