@@ -250,8 +250,8 @@ def train_steps(
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     if not groups:
         return []
-    loss_fn = {"lambda": functools.partial(lambda_rank_loss, gain_scale=gain_scale),
-               "listwise": functools.partial(listwise_loss, temperature=temperature)}.get(loss, _LOSSES[loss])
+    settings = {"lambda": {"gain_scale": gain_scale}, "listwise": {"temperature": temperature}}.get(loss, {})
+    loss_fn = functools.partial(_LOSSES[loss], **settings)
     optimiser = optimiser or torch.optim.Adam(model.parameters(), lr=lr)
     # The warm-up lasts at least 2 steps: OneCycleLR divides by (warm-up steps - 1), so at 20 steps
     # 5% crashed with ZeroDivisionError. Below 3 steps there is no cycle to run.
