@@ -344,7 +344,7 @@ def cost_model_train(
                          also_eval=tuple(also_eval or ()), teacher=teacher, fraction=fraction, alpha=alpha,
                          schedule=schedule, gain_scale=GAIN_SCALE if gain_scale is None else gain_scale,
                          train_models=tuple(train_model or ()), log=lambda line: typer.echo(line, err=True))
-    except (RecordsError, ValueError) as err:  # ValueError: a --train-model not in the train split
+    except RecordsError as err:  # also a --train-model not in the train split
         _fail(str(err))
     typer.echo(str(out))
 

@@ -45,7 +45,7 @@ FeaturiseTask = Callable[[object, list], list[np.ndarray]]
 
 
 class RecordsError(ValueError):
-    """The folder is not a readable tuning database (missing files, corrupt lines)."""
+    """The folder is not a readable tuning database (missing files, corrupt lines), or a model asked for is not there."""
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: comparing ndarray fields with == is ambiguous

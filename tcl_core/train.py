@@ -17,7 +17,7 @@ import torch
 
 from tcl_core.evaluate import evaluate
 from tcl_core.features import TRACE_FEATURE_DIM, pad_batch
-from tcl_core.records import FeaturiseTask, TaskRecords, card_weights, load_task_records
+from tcl_core.records import FeaturiseTask, RecordsError, TaskRecords, card_weights, load_task_records
 from tcl_core.student import (
     GAIN_SCALE, LISTWISE_TEMPERATURE, Student, StudentConfig, parameter_count, save_student, train_steps,
 )
@@ -42,7 +42,7 @@ def chosen_train_split(train_dirs: list[Path], names: list[str] | None) -> list[
     known = {path.name: path for path in train_dirs}
     unknown = sorted(set(names) - set(known))
     if unknown:
-        raise ValueError(f"model(s) {unknown} are not in the train split {sorted(known)}")
+        raise RecordsError(f"model(s) {unknown} are not in the train split {sorted(known)}")
     return [path for path in train_dirs if path.name in names]
 
 

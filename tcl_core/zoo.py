@@ -72,7 +72,8 @@ def mobilenet_v1(num_classes: int = 1000, activation: type[nn.Module] = nn.ReLU)
     """MobileNetV1 (Howard et al.): depthwise-separable convolutions, so depthwise kernels are in training too.
 
     `activation` nn.ReLU6 is the paper's; the zoo's first MobileNetV1 used ReLU, so its kernels had
-    no clip epilogue, which every convolution of the held-out MobileNetV2 has.
+    no clip epilogue, which most convolutions of the held-out MobileNetV2 have (all but its
+    linear-bottleneck projections).
     """
     layers: list[nn.Module] = [*_conv_bn(3, 32, 3, 2), activation()]
     cin = 32
