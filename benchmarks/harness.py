@@ -17,6 +17,7 @@ from pathlib import Path
 import onnx
 
 from deploy import examples
+from deploy.layout import database_dir, records_key
 from deploy.options import TuningOptions
 from deploy.pipeline import run_pipeline
 from deploy.tune import TVM_EXPLORE
@@ -55,9 +56,13 @@ def tune_once(
     model_name: str, root: Path, *, budget: int, cost_model: str, trials_per_iter: int, population: int = 512,
     seed: int = 0,
     target: dict | None = None, student: Path | None = None, rdu_fraction: float = 0.25,
-    explore: float | None = None, timing_repeats: int = 50,
+    explore: float | None = None, timing_repeats: int = 50, levers: dict | None = None,
 ) -> dict:
-    """Tune `model_name` under `root` (its artifact stays in root/out) and return the run's record."""
+    """Tune `model_name` under `root` (its artifact stays in root/out) and return the run's record.
+
+    `levers`: TuningOptions fields that change what is tuned (threads, fast_math, pack_weights,
+    conv_layout); None keeps the pipeline's defaults.
+    """
     if cost_model not in COST_MODELS:
         raise ValueError(f"unknown cost model {cost_model!r}; expected one of {sorted(COST_MODELS)}")
     pipeline_cost_model, with_rdu, share = COST_MODELS[cost_model]
@@ -77,10 +82,11 @@ def tune_once(
         options=TuningOptions(trials=budget, cost_model=pipeline_cost_model, timing_repeats=timing_repeats,
                               trials_per_iter=trials_per_iter, population=population, target=target, seed=seed,
                               student=student if uses_student else None,
-                              rdu_fraction=rdu_fraction if with_rdu else 0.0, explore=explore),
+                              rdu_fraction=rdu_fraction if with_rdu else 0.0, explore=explore, **(levers or {})),
     )
     wall = time.perf_counter() - started
-    measurements = measurement_order(root / "state" / "databases" / manifest.platform)
+    measurements = measurement_order(database_dir(root / "state", records_key(
+        manifest.platform, manifest.threads, manifest.target.get("num-cores"))))
     return {
         "model": model_name, "budget": budget, "cost_model": cost_model,
         "resolved_cost_model": manifest.cost_model, "student": manifest.student,
@@ -89,6 +95,8 @@ def tune_once(
         "trials_measured": manifest.trials_measured, "tasks": manifest.tasks,
         "tuning_seconds": manifest.tuning_seconds, "pipeline_seconds": round(wall, 1),
         "latency_ms": manifest.latency_ms.model_dump(), "platform": manifest.platform,
+        "threads": manifest.threads, "fast_math": manifest.fast_math, "pack_weights": manifest.pack_weights,
+        "conv_layout": manifest.conv_layout, "estimated_ms": manifest.estimated_ms,
         "max_abs_err": manifest.verification.max_abs_err, "target": manifest.target,
         "artifact_dir": manifest.artifact_dir,
         "best_seconds_per_task": best_seconds_per_task(measurements), "timeline": timeline,

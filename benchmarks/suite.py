@@ -108,8 +108,11 @@ def _onnx_inputs(session, seed: int) -> dict[str, np.ndarray]:
 
 
 def measure_deployed(model_name: str, libraries: dict[str, Path], *, repeats: int, seed: int,
-                     rounds: int = 5) -> dict:
-    """Median ms of each cost model's library and of onnxruntime at default and each thread count.
+                     rounds: int = 5, onnxruntime_threads: list[int] | None = None) -> dict:
+    """Median ms of each library and of onnxruntime at `onnxruntime_threads` (None: default and each count).
+
+    The libraries run on this process's TVM threads (TVM_NUM_THREADS, all cores unless set:
+    tcl_core.tvm_api), recorded as "tvm_threads".
 
     The engines take turns: `rounds` rounds, each timing every engine for `repeats / rounds`
     samples, starting one engine later each round, and an engine's latency is the median of its
@@ -125,7 +128,7 @@ def measure_deployed(model_name: str, libraries: dict[str, Path], *, repeats: in
     model_bytes = MODELS[model_name]().SerializeToString()
     calls: dict[tuple[str, str], Callable[[], object]] = {}
     feeds = None
-    for threads in [0, *range(1, (os.cpu_count() or 1) + 1)]:  # 0: onnxruntime's default
+    for threads in onnxruntime_threads or [0, *range(1, (os.cpu_count() or 1) + 1)]:  # 0: onnxruntime's default
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
         options.intra_op_num_threads = threads
@@ -145,7 +148,7 @@ def measure_deployed(model_name: str, libraries: dict[str, Path], *, repeats: in
         start = index % len(engines)
         for engine in engines[start:] + engines[:start]:
             round_medians[engine].append(verify.median_ms(calls[engine], per_round))
-    out: dict = {"tvm": {}, "onnxruntime": {}, "rounds_ms": {},
+    out: dict = {"tvm": {}, "onnxruntime": {}, "rounds_ms": {}, "tvm_threads": tvm_api.runtime_threads(),
                  "timing": {"rounds": rounds, "samples_per_round": per_round}}
     for (kind, name), medians in round_medians.items():
         out[kind][name] = round(float(np.median(medians)), 4)

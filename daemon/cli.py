@@ -32,12 +32,17 @@ def tune(
     state_dir: Path = typer.Option(_default_state_dir(), "--state-dir", help="where tuning databases live"),
     tracker: Optional[str] = typer.Option(None, "--tracker", help="measure on a tuning farm: the RPC tracker's HOST:PORT"),
     device_key: Optional[str] = typer.Option(None, "--device-key", help="with --tracker: the servers' --key"),
+    fast_math: Optional[bool] = typer.Option(None, "--fast-math/--no-fast-math", help="polynomial erf/exp/tanh/softmax (default on)"),
+    pack_weights: Optional[bool] = typer.Option(None, "--pack-weights/--no-pack-weights", help="tune and pre-pack weight layouts (default on)"),
+    conv_layout: Optional[str] = typer.Option(None, "--conv-layout", help="NCHW (default) or NHWC for 2-D convolutions"),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="TVM and onnxruntime threads (default: the target's num-cores)"),
 ) -> None:
     """Tune one model without the daemon; exit code 0 only when the artifact verified."""
     from deploy.errors import PipelineError
     from deploy.options import TuningOptions
 
-    overrides: dict = {"trials": trials, "cost_model": cost_model, "student": student}
+    overrides: dict = {"trials": trials, "cost_model": cost_model, "student": student, "fast_math": fast_math,
+                       "pack_weights": pack_weights, "conv_layout": conv_layout, "threads": threads}
     if tracker is not None or device_key is not None:
         address = _host_port(tracker or "")
         if address is None or device_key is None:
@@ -64,11 +69,16 @@ def tune(
     latency = manifest.latency_ms
     typer.echo(
         f"verified: {manifest.artifact_dir}/model.so  "
-        f"(tvm {latency.tvm:.4f} ms, untuned {latency.untuned:.4f} ms, onnxruntime {latency.onnxruntime:.4f} ms; "
+        f"(tvm {latency.tvm:.4f} ms, untuned {latency.untuned:.4f} ms, onnxruntime {latency.onnxruntime:.4f} ms "
+        f"on {manifest.threads} threads each; "
         f"max_abs_err {manifest.verification.max_abs_err:.2g}; {manifest.trials_measured} trials in {manifest.tuning_seconds:.0f} s with {manifest.cost_model}: {manifest.cost_model_reason})"
     )
     for warning in manifest.warnings:
         typer.echo(f"warning: {warning}", err=True)
+    if manifest.advice:
+        typer.echo(f"advice: {manifest.advice}")
+    typer.echo(f"deploy with TVM_NUM_THREADS={manifest.threads} in the serving process's environment "
+               "(TVM reads it once, at start; without it TVM runs half the cores on x86)")
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.layout import database_dir
+from deploy.layout import database_dir, databases_root
 from tcl_core.continual import last_round, record_count
 from tcl_core.students import CARD_FILE, STUDENT_FILE, find_student, student_roots
 
@@ -42,7 +42,7 @@ class PlatformEntry(BaseModel):
 
 def platform_names(state_dir: Path, *, include_shipped: bool = False) -> list[str]:
     """Platforms with a database or a distilled student under state_dir (and shipped students)."""
-    names = {p.name for p in (Path(state_dir) / "databases").glob("*") if p.is_dir()}
+    names = {p.name for p in databases_root(state_dir).glob("*") if p.is_dir()}
     names |= {p.parent.name for root, shipped in student_roots(state_dir) if include_shipped or not shipped
               for p in root.glob(f"*/{STUDENT_FILE}")}
     return sorted(names)

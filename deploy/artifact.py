@@ -9,7 +9,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-MANIFEST_SCHEMA_VERSION = 3  # 2: cost_model is the resolved one; cost_model_reason, student. 3: tasks_untuned, warnings
+# 2: cost_model is the resolved one; cost_model_reason, student. 3: tasks_untuned, warnings.
+# 4: threads, fast_math, pack_weights, conv_layout, estimated_ms, top_kernels, advice; onnxruntime timed
+#    with `threads` threads (its default's latency beside it).
+MANIFEST_SCHEMA_VERSION = 4
 
 
 class TensorInfo(BaseModel):
@@ -31,13 +34,24 @@ class Verification(BaseModel):
 
 
 class Latency(BaseModel):
-    """Median milliseconds per call, measured in one process on the same inputs."""
+    """Median milliseconds per call, measured in one process on the same inputs, every engine on the same threads."""
 
     model_config = ConfigDict(frozen=True)
 
     tvm: float
     untuned: float
     onnxruntime: float
+    onnxruntime_default_threads: float | None = None  # onnxruntime left to its own thread count
+
+
+class Kernel(BaseModel):
+    """One compiled kernel's share of a run of the library (tcl_core.tvm_api.profile_kernels)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    ms: float      # per run of the model
+    share: float   # of the time spent in kernels
 
 
 class Manifest(BaseModel):
@@ -68,8 +82,15 @@ class Manifest(BaseModel):
     tasks_untuned: int = 0           # tasks with no measured schedule after tuning: they run TVM's default
     warnings: list[str] = []         # what limits this result (a budget too small for the tasks), one line each
     tuning_seconds: float
+    threads: int = 1                 # TVM runtime threads the candidates, verification and timing ran on (TVM_NUM_THREADS)
+    fast_math: bool = False          # polynomial erf / exp / tanh / softmax in place of libm's
+    pack_weights: bool = False       # constant weights pre-packed into the tuned layout at build time
+    conv_layout: str = "NCHW"        # layout the 2-D convolutions were tuned and built in
     verification: Verification
     latency_ms: Latency
+    estimated_ms: float | None = None  # the tuner's estimate: sum of each task's best measured time x its weight
+    top_kernels: list[Kernel] = []   # where a run's time goes, slowest first (three at most)
+    advice: str | None = None        # set when onnxruntime is faster: by how much, and where the time goes
     created_at: str
 
 

@@ -4,7 +4,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# Bumped when measurements stop being comparable with earlier ones. 2 (2026-12-07): candidates
+# run on the target's num-cores threads (before: one thread on 2-core x86), on N(0, 1) inputs,
+# with fast math and packed weights. Older databases stay where they were, unread.
+RECORDS_SCHEMA = 2
+
+
+def databases_root(state_dir: Path) -> Path:
+    """The folder holding one tuning database per platform, for this records schema."""
+    return Path(state_dir) / f"databases-v{RECORDS_SCHEMA}"
+
 
 def database_dir(state_dir: Path, platform: str) -> Path:
     """The platform's MetaSchedule JSON database: every job's measurements on that platform."""
-    return Path(state_dir) / "databases" / platform
+    return databases_root(state_dir) / platform
+
+
+def records_key(platform: str, threads: int, num_cores: int | None) -> str:
+    """The database a job's measurements go to: the platform's, or its own when measured on other threads.
+
+    Candidates timed on fewer threads than the target's cores rank differently (parallel loops
+    pay off less), so such records never share a database with the platform's own.
+    """
+    return platform if threads == num_cores else f"{platform}-{threads}t"

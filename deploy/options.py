@@ -69,6 +69,16 @@ class TuningOptions(BaseModel):
     explore: float | None = Field(None, ge=0, le=1, description=(
         "share of each measured batch drawn at random from the design space instead of the cost model's "
         "best picks (MetaSchedule's eps-greedy, rounded down); None: 0.25 with \"tcl\", TVM's 0.05 otherwise"))
+    fast_math: bool = Field(True, description=(
+        "TVM's polynomial erf / exp / tanh / softmax (vectorisable) in place of libm's scalar calls; "
+        "verified against onnxruntime like everything else"))
+    pack_weights: bool = Field(True, description=(
+        "tune a packed layout for constant weights and fold the packing into the library at build time"))
+    conv_layout: Literal["NCHW", "NHWC"] = Field("NCHW", description=(
+        "layout 2-D convolutions are tuned and built in (see README, 'What makes the library fast')"))
+    threads: int | None = Field(None, ge=1, description=(
+        "TVM threads for measuring candidates, verifying and timing (onnxruntime gets as many); "
+        "None: the target's num-cores"))
     atol: float = Field(1e-4, ge=0, description="absolute tolerance against onnxruntime")
     rtol: float = Field(1e-3, ge=0, description="relative tolerance against onnxruntime")
     timing_repeats: int = Field(30, ge=1, description="timed runs per engine; the median is reported")

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from deploy import intake, verify
-from deploy.artifact import Latency, Manifest, TensorInfo, artifact_name, emit, staging_dir_for
+from deploy.artifact import Kernel, Latency, Manifest, TensorInfo, artifact_name, emit, staging_dir_for
 from deploy.build import build_library
 from deploy.errors import PipelineError, VerificationError
 from deploy.farm import check_farm
 from deploy.options import Progress, TuningOptions
-from deploy.layout import database_dir
-from deploy.tune import TuningResult, budget_shortfall, explore_share, plan_tuning, tune_module
+from deploy.layout import database_dir, records_key
+from deploy.tune import TuningResult, budget_shortfall, estimate_ms, explore_share, plan_tuning, tune_module
 from tcl_core import tvm_api
 from tcl_core.platform import platform_name
 from tcl_core.students import choose_cost_model
@@ -48,9 +49,13 @@ def run_pipeline(
     platform = platform_name(target_dict, tvm_api.TVM_VERSION, runner.device_key if runner.kind == "rpc" else None)
     if runner.kind == "rpc" and trials > 0:
         check_farm(runner)
+    # Candidates, verification and timing all run on the threads the library will deploy with: the
+    # runner's worker is started on them; this process's TVM runs TVM_NUM_THREADS (default: all cores).
+    threads = options.threads or int(target_dict.get("num-cores") or os.cpu_count() or 1)
     lowered = _guard("TVM could not import the model", lambda: tvm_api.lower_for_tuning(
-        tvm_api.from_onnx(spec.model, shape_dict=spec.shape_dict, dtype_dict=spec.dtype_dict), target))
-    database = tvm_api.open_database(database_dir(Path(state_dir), platform))
+        tvm_api.from_onnx(spec.model, shape_dict=spec.shape_dict, dtype_dict=spec.dtype_dict), target,
+        fast_math=options.fast_math, pack_weights=options.pack_weights, conv_layout=options.conv_layout))
+    database = tvm_api.open_database(database_dir(Path(state_dir), records_key(platform, threads, target_dict.get("num-cores"))))
     try:
         choice = choose_cost_model(options.cost_model, platform, state_dir=Path(state_dir), student_path=options.student)
     except (OSError, ValueError) as err:
@@ -70,6 +75,7 @@ def run_pipeline(
         rdu_fraction=options.rdu_fraction,
         explore=explore,
         rpc=runner.model_dump() if runner.kind == "rpc" else None,
+        threads=threads,
     ))
 
     on_progress(Progress(stage="building", trials_done=tuning.trials_measured, trials_total=trials))
@@ -79,16 +85,20 @@ def run_pipeline(
             library = _guard("build failed", lambda: build_library(lowered, target, staging / "model.so", database=database))
             untuned = _guard("untuned build failed", lambda: build_library(lowered, target, Path(scratch) / "untuned.so"))
             on_progress(Progress(stage="verifying", trials_done=tuning.trials_measured, trials_total=trials))
-            verification, outputs, latency = _verify_and_time(spec, library, untuned, options)
+            threads_here = tvm_api.runtime_threads()  # what the library is timed on here; onnxruntime gets as many
+            verification, outputs, latency, kernels = _verify_and_time(spec, library, untuned, options, threads_here)
         manifest = Manifest(
             name=spec.name, sha256=spec.sha256, source=str(spec.path), artifact_dir=str(Path(output_dir) / name),
             inputs=list(spec.inputs), outputs=outputs, target=target_dict, platform=platform,
             tvm_version=tvm_api.TVM_VERSION, cost_model=choice.name, cost_model_reason=choice.reason,
             student=choice.student.describe() if choice.student else None, explore=explore, trials=trials,
             trials_measured=tuning.trials_measured, tasks=tuning.tasks, tasks_reused=tuning.tasks_reused,
-            tasks_untuned=tuning.tasks_untuned, warnings=_warnings(tuning, trials),
+            tasks_untuned=tuning.tasks_untuned, warnings=_warnings(tuning, trials, threads, threads_here),
             runner=runner.describe(),
-            tuning_seconds=round(tuning.seconds, 3), verification=verification, latency_ms=latency,
+            tuning_seconds=round(tuning.seconds, 3), threads=threads, fast_math=options.fast_math,
+            pack_weights=options.pack_weights, conv_layout=options.conv_layout,
+            verification=verification, latency_ms=latency, estimated_ms=_round(estimate_ms(plan.tasks, database)),
+            top_kernels=kernels, advice=advice(latency, kernels, threads_here),
             created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         )
         emit(staging, Path(output_dir), manifest)
@@ -97,20 +107,43 @@ def run_pipeline(
         shutil.rmtree(staging, ignore_errors=True)  # gone already after a successful emit
 
 
-def _warnings(tuning: TuningResult, trials: int) -> list[str]:
-    """What the manifest's reader should know about the result: tasks the budget left untuned."""
-    if trials <= 0 or not tuning.tasks_untuned:
-        return []
-    why = (f"the {trials} trials ran out before the search reached them" if tuning.trials_measured >= trials
-           else "none of their candidates built and ran")
-    return [f"{tuning.tasks_untuned} of {tuning.tasks} tasks run TVM's default schedule, untuned: {why}"]
+def _warnings(tuning: TuningResult, trials: int, threads: int, threads_here: int) -> list[str]:
+    """What the manifest's reader should know: tasks the budget left untuned, timings on other threads."""
+    warnings = []
+    if trials > 0 and tuning.tasks_untuned:
+        why = (f"the {trials} trials ran out before the search reached them" if tuning.trials_measured >= trials
+               else "none of their candidates built and ran")
+        warnings.append(f"{tuning.tasks_untuned} of {tuning.tasks} tasks run TVM's default schedule, untuned: {why}")
+    if threads_here != threads:
+        warnings.append(f"candidates were measured on {threads} threads, but this process's TVM runtime runs "
+                        f"{threads_here} (TVM_NUM_THREADS), so the latencies are for {threads_here} threads")
+    return warnings
 
 
-def _verify_and_time(spec: intake.ModelSpec, library: Path, untuned: Path, options: TuningOptions):
-    """Outputs of the exported library against onnxruntime, then the three latencies."""
+def advice(latency: Latency, kernels: list[Kernel], threads: int) -> str | None:
+    """One line for the user when onnxruntime is faster: by how much, and the kernels that take the time."""
+    if latency.tvm <= latency.onnxruntime:
+        return None
+    where = ", ".join(f"{k.name} {k.ms:.3g} ms ({k.share:.0%})" for k in kernels)
+    return (f"onnxruntime is {latency.tvm / latency.onnxruntime:.2f}x faster than this library "
+            f"({latency.onnxruntime:.4g} vs {latency.tvm:.4g} ms, {threads} threads each)"
+            + (f"; most time in {where}" if where else "")
+            + "; more trials, or onnxruntime for this model")
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _verify_and_time(spec: intake.ModelSpec, library: Path, untuned: Path, options: TuningOptions, threads: int):
+    """Outputs of the exported library against onnxruntime, the latencies, and the top kernels.
+
+    onnxruntime runs on `threads` intra-op threads, as TVM does (TVM_NUM_THREADS); its default
+    (one per physical core) is timed beside it.
+    """
     arrays = verify.random_inputs(spec.inputs, options.seed)
-    session = verify.onnxruntime_session(spec.model.SerializeToString())
-    run_ort = verify.onnxruntime_call(session, spec.inputs, arrays)
+    model_bytes = spec.model.SerializeToString()
+    run_ort = verify.onnxruntime_call(verify.onnxruntime_session(model_bytes, threads=threads), spec.inputs, arrays)
     run_tvm = verify.tvm_call(tvm_api.load_vm(library), arrays)
     expected = run_ort()
     actual = verify.to_numpy(run_tvm())
@@ -123,12 +156,17 @@ def _verify_and_time(spec: intake.ModelSpec, library: Path, untuned: Path, optio
     outputs = [TensorInfo(name=name, shape=list(array.shape), dtype=str(array.dtype))
                for name, array in zip(spec.output_names, expected)]
     run_untuned = verify.tvm_call(tvm_api.load_vm(untuned), arrays)
+    run_ort_default = verify.onnxruntime_call(verify.onnxruntime_session(model_bytes), spec.inputs, arrays)
     latency = Latency(
         tvm=round(verify.median_ms(run_tvm, options.timing_repeats), 4),
         untuned=round(verify.median_ms(run_untuned, options.timing_repeats), 4),
         onnxruntime=round(verify.median_ms(run_ort, options.timing_repeats), 4),
+        onnxruntime_default_threads=round(verify.median_ms(run_ort_default, options.timing_repeats), 4),
     )
-    return verification, outputs, latency
+    profile = tvm_api.profile_kernels(library, arrays)
+    in_kernels = sum(ms for _, ms in profile) or 1.0
+    kernels = [Kernel(name=name, ms=round(ms, 4), share=round(ms / in_kernels, 3)) for name, ms in profile[:3]]
+    return verification, outputs, latency, kernels
 
 
 def _guard(what: str, step: Callable):

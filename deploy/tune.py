@@ -88,6 +88,7 @@ def tune_module(
     rdu_fraction: float = 0.0,
     explore: float = 0.05,
     rpc: dict | None = None,
+    threads: int | None = None,
 ) -> TuningResult:
     """Tune the plan's fresh tasks; count those that still have no record (and so no tuned schedule)."""
     started = time.perf_counter()
@@ -113,8 +114,31 @@ def tune_module(
             rdu_fraction=rdu_fraction,
             explore=explore,
             rpc=rpc,
+            threads=threads,
         )
     untuned = sum(1 for task in fresh if tvm_api.count_records(database, task.dispatched[0], 1) == 0)
     return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh), tasks_untuned=untuned,
                         trials_measured=measured, seconds=time.perf_counter() - started)
 
+
+
+def estimate_ms(tasks: list, database) -> float | None:
+    """The tuner's estimate of one run of the model: each task's best measured time x its weight, in ms.
+
+    None when a task has no record (its default schedule was never timed). The runtime adds the
+    VM's per-call work and the caches' state between kernels, so the deployed latency differs;
+    the manifest shows both.
+    """
+    total = 0.0
+    for task in tasks:
+        mod = task.dispatched[0]
+        if not database.has_workload(mod):
+            return None
+        best = database.get_top_k(database.commit_workload(mod), 1)
+        if not best or not best[0].run_secs:
+            return None
+        seconds = [float(s) for s in best[0].run_secs]
+        if max(seconds) >= 1e9:  # MetaSchedule's mark of a failed build or run
+            return None
+        total += int(task.weight) * sum(seconds) / len(seconds)
+    return total * 1e3

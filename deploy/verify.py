@@ -36,9 +36,11 @@ def random_inputs(inputs: Sequence[TensorInfo], seed: int) -> list[np.ndarray]:
     return arrays
 
 
-def onnxruntime_session(model_bytes: bytes) -> onnxruntime.InferenceSession:
+def onnxruntime_session(model_bytes: bytes, threads: int = 0) -> onnxruntime.InferenceSession:
+    """A CPU session on `threads` intra-op threads (0: onnxruntime's default, one per physical core)."""
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # warnings about unused initializers are noise here
+    options.intra_op_num_threads = threads
     return onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
 
 

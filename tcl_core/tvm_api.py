@@ -16,17 +16,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import tvm
-import tvm_ffi
-from tvm import relax
-from tvm.ir.utils import derived_object
-from tvm.relax.frontend.onnx import from_onnx
-from tvm.s_tir import meta_schedule as ms
+# TVM's runtime sizes its thread pool once per process, from TVM_NUM_THREADS, else from half the
+# logical CPUs on x86 (it assumes SMT siblings): one thread on a 2-core machine without SMT
+# (notes, item 13). Every core unless the caller said otherwise; `use_threads` sets it per job.
+os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count() or 1))
+
+import tvm  # noqa: E402  (after TVM_NUM_THREADS, which the runtime reads once)
+import tvm_ffi  # noqa: E402
+from tvm import relax  # noqa: E402
+from tvm.ir.utils import derived_object  # noqa: E402
+from tvm.relax.frontend.onnx import from_onnx  # noqa: E402
+from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 __all__ = [
     "TVM_VERSION", "tvm", "relax", "ms", "derived_object", "from_onnx",
-    "make_target", "host_target_dict", "lower_for_tuning", "extract_tasks", "make_cost_model",
-    "open_database", "count_records", "structural_hash", "estimate_flops", "make_runner", "tracker_summary", "tune_tasks", "measure_records", "apply_database", "compile_module", "load_vm", "fast_build",
+    "make_target", "host_target_dict", "set_threads_for_this_process", "runtime_threads", "CONV_LAYOUTS", "lower_for_tuning", "extract_tasks", "make_cost_model",
+    "open_database", "count_records", "structural_hash", "estimate_flops", "make_runner", "tracker_summary", "tune_tasks", "measure_records", "apply_database", "compile_module", "load_vm", "fast_build", "alloc_like_real_data", "profile_kernels",
     "ProgressCallback", "array_items", "array_item", "map_get",
 ]
 
@@ -77,20 +82,92 @@ def _cpu_intrinsics_only() -> None:
     importlib.import_module(f"{name}.arm_cpu")
 
 
-def lower_for_tuning(mod: tvm.IRModule, target: tvm.target.Target) -> tvm.IRModule:
+def set_threads_for_this_process(threads: int) -> None:
+    """Start this process's TVM runtime on `threads` threads; a LocalRunner worker's initializer.
+
+    The runtime reads TVM_NUM_THREADS once, when its pool starts, so this works only in a process
+    that has not run a parallel kernel yet (a fresh popen worker).
+    """
+    os.environ["TVM_NUM_THREADS"] = str(threads)
+
+
+def runtime_threads() -> int:
+    """How many threads this process's TVM runtime runs a parallel kernel on."""
+    return int(tvm.get_global_func("runtime.NumThreads")())
+
+
+def _elementwise_max_min_as_ops(mod: tvm.IRModule) -> tvm.IRModule:
+    """Calls of TOPI's maximum / minimum kernels (how the ONNX importer emits Clip) as Relax's operators.
+
+    The importer's TIR calls carry no layout, so converting MobileNetV2's convolutions to NHWC wrapped
+    every ReLU6 in a transpose pair (notes, item 16); Relax's binary operators follow their
+    operand's layout. A kernel counts when it is a single T_maximum / T_minimum block.
+    """
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    kinds = {}
+    for var, func in mod.functions.items():
+        if isinstance(func, tvm.tirx.PrimFunc):
+            script = func.script()
+            for kind in ("maximum", "minimum"):
+                blocks = script.count('T.sblock("') - script.count('T.sblock("root")')
+                if blocks == 1 and f'T.sblock("T_{kind}")' in script:
+                    kinds[var.name_hint] = kind
+
+    @relax.expr_functor.mutator
+    class Rewrite(relax.PyExprMutator):
+        def visit_call_(self, call):
+            call = super().visit_call_(call)
+            if call.op.same_as(call_tir) and getattr(call.args[0], "name_hint", None) in kinds:
+                operands = call.args[1].fields
+                if len(operands) == 2:
+                    make = relax.op.maximum if kinds[call.args[0].name_hint] == "maximum" else relax.op.minimum
+                    return make(*operands)
+            return call
+
+    rewrite = Rewrite(mod)
+    for var, func in mod.functions.items():
+        if isinstance(func, relax.Function):
+            rewrite.builder_.update_func(var, rewrite.visit_expr(func))
+    return relax.transform.DeadCodeElimination()(rewrite.builder_.get())
+
+
+# Convolution layouts `lower_for_tuning` can convert to: data layout, kernel layout for ConvertLayout.
+CONV_LAYOUTS = {"NCHW": None, "NHWC": ["NHWC", "OHWI"]}
+
+
+def lower_for_tuning(
+    mod: tvm.IRModule, target: tvm.target.Target, *, fast_math: bool = False, pack_weights: bool = False,
+    conv_layout: str = "NCHW",
+) -> tvm.IRModule:
     """Legalise a freshly imported module to TIR so MetaSchedule finds tasks in it.
 
     `extract_tasks` on the module straight from `from_onnx` finds nothing; this is what
-    `relax.pipeline.static_shape_tuning_pipeline` does before tuning.
+    `relax.pipeline.static_shape_tuning_pipeline` does before tuning. The options change the
+    workloads, so they must be the same when tuning and when building (notes, items 14-16):
+    `fast_math` swaps erf / exp / tanh / softmax for TVM's polynomial versions (vectorisable; libm's
+    erff is a scalar call); `pack_weights` marks constant operands layout-free, so MetaSchedule's
+    RewriteLayout tunes a packed weight layout that `apply_database` then folds into the constants;
+    `conv_layout` "NHWC" converts 2-D convolutions (channels last, OHWI weights).
     """
+    before = []
+    if fast_math:
+        before.append(relax.transform.FastMathTransform())
+    if CONV_LAYOUTS[conv_layout] is not None:
+        mod = _elementwise_max_min_as_ops(mod)
+        before += [relax.transform.ConvertLayout({"relax.nn.conv2d": CONV_LAYOUTS[conv_layout]}),
+                   relax.transform.CanonicalizeBindings(), relax.transform.DeadCodeElimination()]
     with target:
-        return tvm.transform.Sequential(
+        lowered = tvm.transform.Sequential(
             [
+                *before,
                 relax.transform.DecomposeOpsForInference(),
                 relax.transform.CanonicalizeBindings(),
                 relax.get_pipeline("zero"),
             ]
         )(mod)
+    if pack_weights:
+        lowered = relax.transform.AttachAttrLayoutFreeBuffers()(lowered)
+    return lowered
 
 
 def extract_tasks(mod: tvm.IRModule, target: tvm.target.Target) -> list:
@@ -181,15 +258,47 @@ def fast_build(mod: tvm.IRModule, target: tvm.target.Target, _params: Any = None
 ProgressCallback = Callable[[int], None]
 
 
-def make_runner(rpc: dict[str, Any] | None) -> ms.runner.Runner:
+def alloc_like_real_data(device: Any, args_info: list, alloc_repeat: int) -> list[list[Any]]:
+    """LocalRunner's argument allocation with inputs drawn like real data (runs in the runner's worker).
+
+    MetaSchedule fills every argument from U[1, 10); real activations look more like N(0, 1), on
+    which erf- and exp-heavy kernels take other branches and cost 2-3x more (notes, item 17). Floats
+    are standard normal, integers and bools 0 or 1 (safe as indices), as deploy.verify draws them.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    repeated = []
+    for _ in range(alloc_repeat):
+        args = []
+        for kind, dtype, shape in args_info:
+            if kind != "TENSOR":
+                raise NotImplementedError(f"argument kind {kind!r}")
+            if np.dtype(dtype).kind == "f":
+                values = rng.standard_normal(shape).astype(dtype)
+            else:
+                values = rng.integers(0, 2, size=shape).astype(dtype)
+            args.append(tvm.runtime.tensor(values, device))
+        repeated.append(args)
+    return repeated
+
+
+def make_runner(rpc: dict[str, Any] | None, threads: int | None = None) -> ms.runner.Runner:
     """This machine's LocalRunner, or an RPCRunner on a tuning farm.
 
-    `rpc`: tracker_host, tracker_port, device_key, session_timeout_seconds, parallelism (the
-    fields of deploy.options.RunnerOptions). A device that dies or times out fails only the
-    candidate it was measuring; the tracker hands the next one to another device.
+    The local runner's worker runs candidates on `threads` threads (None: this process's
+    TVM_NUM_THREADS) and draws inputs like real data (`alloc_like_real_data`). Only the worker's
+    count is set: TVM_NUM_THREADS below the core count in the tuning process itself slowed
+    MetaSchedule's search 4-15x here (notes). `rpc`: tracker_host, tracker_port, device_key,
+    session_timeout_seconds, parallelism (the fields of deploy.options.RunnerOptions). A device that
+    dies or times out fails only the candidate it was measuring; the tracker hands the next one to
+    another device.
     """
     if rpc is None:
-        return ms.runner.LocalRunner()
+        import functools
+
+        initializer = functools.partial(set_threads_for_this_process, threads) if threads else None
+        return ms.runner.LocalRunner(f_alloc_argument=alloc_like_real_data, initializer=initializer)
     config = ms.runner.RPCConfig(
         tracker_host=rpc["tracker_host"], tracker_port=int(rpc["tracker_port"]), tracker_key=rpc["device_key"],
         session_timeout_sec=int(rpc["session_timeout_seconds"]),
@@ -238,6 +347,7 @@ def tune_tasks(
     rdu_fraction: float = 0.0,
     explore: float = 0.05,
     rpc: dict[str, Any] | None = None,
+    threads: int | None = None,
 ) -> int:
     """Tune `tasks` with MetaSchedule into `database`; returns how many candidates were measured.
 
@@ -271,7 +381,7 @@ def tune_tasks(
         max_trials_per_task=max_trials_per_task,
         num_trials_per_iter=num_trials_per_iter,
         builder=ms.builder.LocalBuilder(f_build=fast_build),
-        runner=make_runner(rpc),
+        runner=make_runner(rpc, threads),
         database=database,
         cost_model=model,
         measure_callbacks=[*ms.MeasureCallback.create("default"), counter],
@@ -281,7 +391,7 @@ def tune_tasks(
 
 def measure_records(
     records: list, workload_mod: tvm.IRModule, *, target: tvm.target.Target, database: ms.Database,
-    rpc: dict[str, Any] | None = None,
+    rpc: dict[str, Any] | None = None, threads: int | None = None,
 ) -> list[float | None]:
     """Build and run stored candidates (TuningRecords, any platform's) for `target`; commit them here.
 
@@ -297,7 +407,7 @@ def measure_records(
     built = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
     runnable = [i for i, result in enumerate(built) if result.error_msg is None]
     device_type = {"llvm": "cpu"}.get(target.kind.name, target.kind.name)  # tvm_ffi knows no "llvm" device
-    futures = make_runner(rpc).run([
+    futures = make_runner(rpc, threads).run([
         ms.runner.RunnerInput(built[i].artifact_path, device_type=device_type,
                               args_info=candidates[i].args_info) for i in runnable])
     run_secs: list[list[float] | None] = [None] * len(candidates)
@@ -330,9 +440,20 @@ def _reset_meta_schedule_logging() -> None:
 
 
 def apply_database(mod: tvm.IRModule, target: tvm.target.Target, database: ms.Database) -> tvm.IRModule:
-    """Replace each TIR function by the best schedule `database` holds for it."""
+    """Replace each TIR function by the best schedule `database` holds for it.
+
+    Where a schedule packs a weight (a module lowered with `pack_weights`), its layout transform is
+    split into its own function and folded into the constant here, so the library does no layout
+    work on weights at run time.
+    """
     with target, database:
-        return relax.transform.MetaScheduleApplyDatabase()(mod)
+        mod = relax.transform.MetaScheduleApplyDatabase()(mod)
+    with target:
+        return tvm.transform.Sequential([
+            relax.transform.SplitLayoutRewritePreproc(),
+            relax.transform.FoldConstant(),
+            relax.transform.DeadCodeElimination(),
+        ])(mod)
 
 
 def compile_module(mod: tvm.IRModule, target: tvm.target.Target, path: Path) -> Path:
@@ -340,6 +461,41 @@ def compile_module(mod: tvm.IRModule, target: tvm.target.Target, path: Path) -> 
     executable = relax.build(mod, target=target)
     executable.export_library(str(path))
     return path
+
+
+def profile_kernels(path: Path, arrays: list, *, min_seconds: float = 0.02) -> list[tuple[str, float]]:
+    """Milliseconds per model run spent in each compiled kernel of the library at `path`, slowest first.
+
+    The Relax VM calls an instrument before every call it makes; it keeps each kernel's function
+    and arguments from one run of `main`, then each kernel is timed alone, called back to back
+    for at least `min_seconds` (timing inside the instrument measured thread-pool wake-ups, not
+    kernels). Caches are as warm as in a run of the whole model or warmer. VM builtins (allocation,
+    shape checks) are left out. `arrays`: numpy inputs of main.
+    """
+    import time
+
+    vm = load_vm(path)
+    inputs = [tvm.runtime.tensor(array) for array in arrays]
+    calls: list[tuple[str, Any, tuple]] = []
+
+    def instrument(func, symbol, before_run, ret_value, *args):
+        if before_run and not symbol.startswith(("vm.", "relax.")):
+            calls.append((symbol, func, args))
+        return 0  # VMInstrumentReturnKind.kNoOp
+
+    vm["main"](*inputs)  # lazy initialisation outside the instrument
+    vm.set_instrument(tvm_ffi.convert(instrument))
+    vm["main"](*inputs)
+    vm.set_instrument(None)
+    totals: dict[str, float] = {}
+    for symbol, func, args in calls:
+        func(*args)
+        number, started = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - started) < min_seconds:
+            func(*args)
+            number += 1
+        totals[symbol] = totals.get(symbol, 0.0) + elapsed / number
+    return sorted(((name, seconds * 1e3) for name, seconds in totals.items()), key=lambda item: -item[1])
 
 
 def load_vm(path: Path) -> relax.VirtualMachine:
