@@ -118,9 +118,10 @@ def markdown(results: dict, stem: str) -> str:
                          f"{_fmt(row['seconds_to_target'], '.0f', 'never')} | {_fmt(row['speedup'], '.2f')}{'x' if row['speedup'] else ''} |")
     lines += ["", "## Deployed latency (median ms, timed side by side in one process)", "",
               "| model | untuned | " + " | ".join(f"tvm {c}" for c in cost_models)
-              + f" | onnxruntime default | onnxruntime best (setting) | {baseline} / tcl | best tvm / ort best |",
-              "|---|---|" + "---|" * len(cost_models) + "---|---|---|---|"]
-    ratios_vs_baseline, ratios_vs_ort = [], []
+              + f" | onnxruntime on TVM's threads | onnxruntime default | onnxruntime best (setting) | {baseline} / tcl "
+              "| best tvm / ort on equal threads | best tvm / ort best |",
+              "|---|---|" + "---|" * len(cost_models) + "---|---|---|---|---|---|"]
+    ratios_vs_baseline, ratios_vs_ort, ratios_equal = [], [], []
     for model in models:
         deployed = results["models"][model]["deployed"]
         tvm = deployed["tvm"]
@@ -130,11 +131,18 @@ def markdown(results: dict, stem: str) -> str:
         if vs_baseline:
             ratios_vs_baseline.append(vs_baseline)
         ratios_vs_ort.append(best_tvm / ort_best["ms"])
+        # Runs before 2026-12-07 record no TVM thread count: TVM ran one thread on 2-core x86 then.
+        threads = deployed.get("tvm_threads", 1)
+        equal = deployed["onnxruntime"].get(f"{threads}_threads")
+        if equal:
+            ratios_equal.append(best_tvm / equal)
         lines.append(f"| {model} | {deployed['untuned']:.4f} | " + " | ".join(_fmt(tvm.get(c), ".4f") for c in cost_models)
-                     + f" | {deployed['onnxruntime']['default']:.4f} | {ort_best['ms']:.4f} ({ort_best['setting']}) | "
-                     f"{_fmt(vs_baseline, '.2f')}x | {best_tvm / ort_best['ms']:.2f}x |")
+                     + f" | {_fmt(equal, '.4f')} ({threads}) | {deployed['onnxruntime']['default']:.4f} | "
+                     f"{ort_best['ms']:.4f} ({ort_best['setting']}) | {_fmt(vs_baseline, '.2f')}x | "
+                     f"{_fmt(best_tvm / equal if equal else None, '.2f')}x | {best_tvm / ort_best['ms']:.2f}x |")
     lines += ["", f"Geometric mean over models: {baseline} / tcl latency {_fmt(_geomean(ratios_vs_baseline), '.3f')}x "
-              f"(above 1: tcl's library is faster); best TVM library / best onnxruntime "
+              f"(above 1: tcl's library is faster); best TVM library / onnxruntime on TVM's threads "
+              f"{_fmt(_geomean(ratios_equal), '.3f')}x, / best onnxruntime "
               f"{_fmt(_geomean(ratios_vs_ort), '.3f')}x (below 1: TVM is faster).", "",
               "## Kernels against the machine's peak", "",
               "Best GFLOP/s each search measured for the matmul and convolution tasks, and the best of them as a "

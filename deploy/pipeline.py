@@ -132,7 +132,8 @@ def advice(latency: Latency, kernels: list[Kernel], threads: int) -> str | None:
 
 
 def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
+    """4 significant digits: a tiny model's kernels take well under a microsecond."""
+    return None if value is None else float(f"{value:.4g}")
 
 
 def _verify_and_time(spec: intake.ModelSpec, library: Path, untuned: Path, options: TuningOptions, threads: int):
@@ -165,7 +166,7 @@ def _verify_and_time(spec: intake.ModelSpec, library: Path, untuned: Path, optio
     )
     profile = tvm_api.profile_kernels(library, arrays)
     in_kernels = sum(ms for _, ms in profile) or 1.0
-    kernels = [Kernel(name=name, ms=round(ms, 4), share=round(ms / in_kernels, 3)) for name, ms in profile[:3]]
+    kernels = [Kernel(name=name, ms=_round(ms), share=round(ms / in_kernels, 3)) for name, ms in profile[:3]]
     return verification, outputs, latency, kernels
 
 

@@ -43,3 +43,53 @@ def corrupt_onnx(path: Path) -> Path:
     path = Path(path)
     path.write_bytes(b"\x89not an onnx model\x00" + bytes(range(256)) * 4)
     return path
+
+
+def gelu_mlp_model() -> onnx.ModelProto:
+    """y = GELU(x @ W) with GELU written out through Erf, as exporters emit it: x[1,16] -> y[1,32]."""
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32) / 4, "W")
+    constants = [numpy_helper.from_array(np.array(value, np.float32), name)
+                 for name, value in (("sqrt2", np.sqrt(2.0)), ("one", 1.0), ("half", 0.5))]
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["h"]),
+            helper.make_node("Div", ["h", "sqrt2"], ["scaled"]),
+            helper.make_node("Erf", ["scaled"], ["erf"]),
+            helper.make_node("Add", ["erf", "one"], ["shifted"]),
+            helper.make_node("Mul", ["h", "shifted"], ["gated"]),
+            helper.make_node("Mul", ["gated", "half"], ["y"]),
+        ],
+        "gelu_mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32])],
+        initializer=[weight, *constants],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tcl-tuned-tests")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def conv_relu6_model() -> onnx.ModelProto:
+    """Two 3x3 convolutions, each followed by Clip(0, 6) as in MobileNetV2: x[1,4,8,8] -> y[1,8,8,8]."""
+    rng = np.random.default_rng(0)
+    initializers = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) / 4, name)
+                    for name, shape in (("W1", (8, 4, 3, 3)), ("W2", (8, 8, 3, 3)))]
+    initializers += [numpy_helper.from_array(np.array(value, np.float32), name) for name, value in (("lo", 0.0), ("hi", 6.0))]
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "W1"], ["c1"], pads=[1, 1, 1, 1]),
+            helper.make_node("Clip", ["c1", "lo", "hi"], ["r1"]),
+            helper.make_node("Conv", ["r1", "W2"], ["c2"], pads=[1, 1, 1, 1]),
+            helper.make_node("Clip", ["c2", "lo", "hi"], ["y"]),
+        ],
+        "conv_relu6",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8, 8])],
+        initializer=initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tcl-tuned-tests")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model

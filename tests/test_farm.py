@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from deploy.layout import database_dir
+
 from deploy.errors import PipelineError
 from deploy.farm import farm_devices, tracker_summary
 from deploy.options import RunnerOptions, TuningOptions
@@ -99,7 +101,7 @@ def test_a_model_tuned_through_the_tracker_survives_losing_a_server(farm, tmp_pa
     assert killed and manifest.verification.passed and manifest.trials_measured == 12
     assert manifest.runner == {"kind": "rpc", "tracker": f"127.0.0.1:{runner.tracker_port}", "device_key": KEY}
     assert manifest.platform.split("-")[-2] == KEY  # the device key is part of the platform
-    records = (tmp_path / "state" / "databases" / manifest.platform / "database_tuning_record.json").read_text()
+    records = (database_dir(tmp_path / "state", manifest.platform) / "database_tuning_record.json").read_text()
     succeeded = [line for line in records.splitlines() if line and json.loads(line)[1][1] is not None
                  and all(t < 1e9 for t in json.loads(line)[1][1])]
     assert len(succeeded) >= 8  # after the kill the other server went on measuring

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from deploy.errors import PipelineError, VerificationError
 from deploy.examples import write_example
 from deploy.options import TuningOptions
 from deploy.pipeline import run_pipeline
-from tests.models import corrupt_onnx, tiny_mlp_onnx
+from tests.models import conv_relu6_model, corrupt_onnx, gelu_mlp_model, tiny_mlp_onnx
 
 # Small search so one tuning round costs seconds, not tens of seconds.
 FAST = dict(trials_per_iter=8, population=64, timing_repeats=3)
@@ -46,6 +47,87 @@ def test_manifest_says_what_was_tuned_and_that_it_verified(tuned):
     assert manifest.target["kind"] == "llvm" and manifest.platform.startswith("llvm-")
     assert min(manifest.latency_ms.tvm, manifest.latency_ms.untuned, manifest.latency_ms.onnxruntime) > 0
     assert manifest.tuning_seconds > 0
+
+
+def test_manifest_records_threads_levers_estimate_and_where_the_time_goes(tuned):
+    import os
+
+    from tcl_core import tvm_api
+
+    _, manifest, _ = tuned
+    assert manifest.schema_version == 4
+    # candidates ran on the target's cores (test_tvm_api checks the runner's worker); so did verification
+    assert manifest.threads == manifest.target["num-cores"] == os.cpu_count() == tvm_api.runtime_threads()
+    assert manifest.fast_math and manifest.pack_weights and manifest.conv_layout == "NCHW"
+    assert manifest.latency_ms.onnxruntime_default_threads > 0
+    assert manifest.tasks_untuned == 0 and manifest.estimated_ms > 0
+    assert manifest.top_kernels and all(k.ms > 0 and 0 < k.share <= 1 for k in manifest.top_kernels)
+    assert sum(k.share for k in manifest.top_kernels) <= 1.001
+    assert (manifest.advice is None) == (manifest.latency_ms.tvm <= manifest.latency_ms.onnxruntime)
+    if manifest.advice:
+        assert manifest.advice.startswith("onnxruntime is ") and manifest.top_kernels[0].name in manifest.advice
+    assert not any("threads" in warning for warning in manifest.warnings)
+
+
+def test_advice_names_the_ratio_and_the_slowest_kernels():
+    from deploy.artifact import Kernel, Latency
+
+    kernels = [Kernel(name="fused_conv2d", ms=0.5, share=0.8), Kernel(name="mean", ms=0.1, share=0.16)]
+    slower = pipeline_module.advice(Latency(tvm=2.0, untuned=9.0, onnxruntime=1.0), kernels, threads=2)
+    assert slower.startswith("onnxruntime is 2.00x faster than this library (1 vs 2 ms, 2 threads each)")
+    assert "fused_conv2d 0.5 ms (80%), mean 0.1 ms (16%)" in slower
+    assert pipeline_module.advice(Latency(tvm=1.0, untuned=9.0, onnxruntime=2.0), kernels, threads=2) is None
+
+
+def test_fast_math_gelu_verifies_against_onnxruntime(tmp_path):
+    import onnx
+
+    path = tmp_path / "gelu.onnx"
+    onnx.save(gelu_mlp_model(), str(path))
+    manifest = run_pipeline(path, output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+                            options=TuningOptions(trials=8, cost_model="random", **FAST))
+    assert manifest.fast_math and manifest.verification.passed and manifest.verification.max_abs_err < 1e-4
+
+
+def test_a_tuned_conv_models_library_does_no_weight_layout_work_at_run_time(tmp_path):
+    import onnx
+
+    from tcl_core import tvm_api
+
+    path = tmp_path / "conv.onnx"
+    onnx.save(conv_relu6_model(), str(path))
+    manifest = run_pipeline(path, output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+                            options=TuningOptions(trials=16, cost_model="random", **FAST))
+    assert manifest.pack_weights and manifest.tasks_untuned == 0 and manifest.verification.passed
+    x = np.random.default_rng(0).standard_normal((1, 4, 8, 8)).astype(np.float32)
+    kernels = [name for name, _ in tvm_api.profile_kernels(Path(manifest.artifact_dir) / "model.so", [x])]
+    # the tuned convolutions take their weights pre-packed; the packing ran at build time
+    assert any(name.endswith("_prepacked") for name in kernels), kernels
+    assert not any("layout_transform" in name or "transpose" in name for name in kernels), kernels
+
+
+def test_nhwc_conv_model_verifies_and_the_manifest_says_so(tmp_path):
+    import onnx
+
+    path = tmp_path / "conv.onnx"
+    onnx.save(conv_relu6_model(), str(path))
+    manifest = run_pipeline(path, output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+                            options=TuningOptions(trials=16, cost_model="random", conv_layout="NHWC", **FAST))
+    assert manifest.conv_layout == "NHWC" and manifest.verification.passed
+
+
+def test_a_database_from_before_the_records_schema_is_not_reused(tuned, tmp_path):
+    import shutil
+
+    from deploy.layout import database_dir
+
+    root, first, _ = tuned
+    old_style = tmp_path / "state" / "databases" / first.platform  # where records lived before schema 2
+    shutil.copytree(database_dir(root / "state", first.platform), old_style)
+    manifest = run_pipeline(tiny_mlp_onnx(tmp_path / "mlp.onnx"), output_dir=tmp_path / "out",
+                            state_dir=tmp_path / "state", options=TuningOptions(trials=8, cost_model="xgb", **FAST))
+    assert manifest.sha256 == first.sha256 and manifest.tasks_reused == 0 and manifest.trials_measured == 8
+    assert database_dir(tmp_path / "state", first.platform).is_dir() and old_style.is_dir()
 
 
 def test_progress_walks_through_the_stages(tuned):

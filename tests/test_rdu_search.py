@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 
+from deploy.layout import database_dir
 from deploy.options import TuningOptions
 from deploy.pipeline import run_pipeline
 from tcl_core import rdu_search
@@ -56,7 +57,7 @@ def test_tuning_with_rdu_measures_the_whole_budget(tmp_path, monkeypatch):
                               rdu_fraction=0.5),
     )
     assert manifest.cost_model == "tcl" and manifest.trials_measured == 8 and manifest.verification.passed
-    records = (tmp_path / "state" / "databases" / manifest.platform / "database_tuning_record.json").read_text()
+    records = (database_dir(tmp_path / "state", manifest.platform) / "database_tuning_record.json").read_text()
     traces = [json.dumps(json.loads(line)[1][0]) for line in records.splitlines() if line]
     assert len(traces) == 8 and len(set(traces)) == 8  # every measured candidate distinct
     assert batches and all(size == 4 for size in batches)  # the sampler chose each batch it could

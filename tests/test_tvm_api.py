@@ -6,9 +6,12 @@ import subprocess
 import sys
 import textwrap
 
+import os
+
 import pytest
 
 from tcl_core import tvm_api
+from tests.models import conv_relu6_model, gelu_mlp_model
 
 
 def test_host_target_names_this_cpu():
@@ -35,3 +38,39 @@ def test_cpu_target_registers_cpu_intrinsics_without_cuda():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("threads", sorted({1, os.cpu_count() or 1}))
+def test_the_runners_worker_runs_candidates_on_the_threads_asked_for(threads):
+    runner = tvm_api.make_runner(None, threads)
+    assert runner.pool.submit(tvm_api.runtime_threads).result() == threads
+
+
+def test_this_process_runs_tvm_on_every_core_by_default():
+    # tvm_api sets TVM_NUM_THREADS before TVM starts; TVM's own default is half the cores on x86.
+    assert tvm_api.runtime_threads() == int(os.environ["TVM_NUM_THREADS"]) == (os.cpu_count() or 1)
+
+
+def _lowered_tir(model, **options) -> str:
+    target = tvm_api.make_target({"kind": "llvm", "num-cores": 1})
+    return tvm_api.lower_for_tuning(tvm_api.from_onnx(model), target, **options).script()
+
+
+def test_fast_math_replaces_libm_erf():
+    assert "T.erf(" in _lowered_tir(gelu_mlp_model())
+    assert "T.erf(" not in _lowered_tir(gelu_mlp_model(), fast_math=True)
+
+
+def test_pack_weights_marks_the_constant_operands_layout_free():
+    assert "layout_free_buffers" not in _lowered_tir(conv_relu6_model())
+    assert "layout_free_buffers" in _lowered_tir(conv_relu6_model(), pack_weights=True)
+
+
+def test_nhwc_keeps_each_clip_fused_with_its_convolution_and_transposes_only_at_the_ends():
+    target = tvm_api.make_target({"kind": "llvm", "num-cores": 1})
+    lowered = tvm_api.lower_for_tuning(tvm_api.from_onnx(conv_relu6_model()), target, conv_layout="NHWC")
+    names = [task.task_name for task in tvm_api.extract_tasks(lowered, target)]
+    convs = [name for name in names if "conv2d" in name]
+    assert len(convs) == 2 and all("maximum" in name and "minimum" in name for name in convs), names
+    # the input into NHWC and the output back to NCHW; nothing between the two convolutions
+    assert sum("transpose" in name or "layout_transform" in name for name in names) == 2, names
