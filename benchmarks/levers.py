@@ -33,16 +33,21 @@ LEVERS: list[tuple[str, dict]] = [
 ]
 
 
-def task_count(model_name: str, levers: dict) -> int:
-    """How many tasks the model has under these levers (NHWC can add layout transforms)."""
+def tasks_under(model_name: str, levers: dict) -> tuple[int, int]:
+    """(task count, structural hash of the lowered program) under these levers.
+
+    NHWC can add layout transforms; a lever that changes nothing in a model (fast math in a
+    model without erf, exp, tanh or softmax) leaves the hash as it was.
+    """
     from benchmarks.harness import MODELS
+    from deploy.options import TuningOptions
+    from deploy.pipeline import import_and_lower
     from tcl_core import tvm_api
 
     target = tvm_api.make_target(tvm_api.host_target_dict())
-    lowered = tvm_api.lower_for_tuning(tvm_api.from_onnx(MODELS[model_name]()), target,
-                                       fast_math=levers["fast_math"], pack_weights=levers["pack_weights"],
-                                       conv_layout=levers["conv_layout"])
-    return len(tvm_api.extract_tasks(lowered, target))
+    options = TuningOptions(**{k: v for k, v in levers.items() if k != "threads"})
+    lowered = import_and_lower(MODELS[model_name](), target, options)
+    return len(tvm_api.extract_tasks(lowered, target)), tvm_api.structural_hash(lowered)
 
 
 def _time_in_child(model_name: str, libraries: dict[str, str], threads: int, repeats: int, seed: int, queue) -> None:
@@ -93,12 +98,24 @@ def main(argv: list[str] | None = None) -> None:
         if model_name in results["timed"]:
             print(f"skip {model_name} (timed in {path})", flush=True)
             continue
+        previous: dict | None = None
         for lever, settings in LEVERS:
             done = [r for r in results["rows"] if r["model"] == model_name and r["lever"] == lever]
             if done and Path(done[0]["artifact_dir"], "model.so").exists():
+                previous = done[0]
+                previous.setdefault("program", tasks_under(model_name, settings)[1])  # rows from before it was kept
                 continue
             results["rows"] = [r for r in results["rows"] if not (r["model"] == model_name and r["lever"] == lever)]
-            budget = task_count(model_name, settings) * args.rounds * args.trials_per_iter
+            tasks, program = tasks_under(model_name, settings)
+            threads = settings["threads"] or cores
+            if previous and previous.get("program") == program and previous["threads"] == threads:
+                # The same program on the same threads: tuning it again would only measure the search's luck.
+                row = {**previous, "lever": lever, "same_as": previous.get("same_as", previous["lever"])}
+                print(f"{model_name} {lever}: the same program as {previous['lever']}, not tuned again", flush=True)
+                results["rows"].append(row)
+                previous = row
+                continue
+            budget = tasks * args.rounds * args.trials_per_iter
             print(f"{model_name} {lever}: tuning {budget} trials with {args.cost_model}", flush=True)
             root = work / model_name / lever.replace(" ", "_").replace("(", "").replace(")", "").replace("+", "plus")
             shutil.rmtree(root, ignore_errors=True)
@@ -107,14 +124,16 @@ def main(argv: list[str] | None = None) -> None:
                             trials_per_iter=args.trials_per_iter, seed=args.seed, timing_repeats=10,
                             levers={k: v for k, v in settings.items() if v is not None})
             row = {k: v for k, v in row.items() if k not in ("measurements", "timeline")}
-            row["lever"] = lever
+            row.update(lever=lever, program=program)
+            previous = row
             print(f"{model_name} {lever}: {row['trials_measured']} measured in {row['tuning_seconds']:.0f} s", flush=True)
             results["rows"].append(row)
             path.write_text(json.dumps(results, indent=2) + "\n")
         rows = [r for r in results["rows"] if r["model"] == model_name]
         timed = {}
         for threads in sorted({r["threads"] for r in rows}):
-            libraries = {r["lever"]: str(Path(r["artifact_dir"], "model.so")) for r in rows if r["threads"] == threads}
+            libraries = {r["lever"]: str(Path(r["artifact_dir"], "model.so")) for r in rows
+                         if r["threads"] == threads and "same_as" not in r}
             print(f"{model_name}: timing {len(libraries)} libraries and onnxruntime on {threads} threads", flush=True)
             timed[str(threads)] = time_side_by_side(model_name, libraries, threads, repeats=args.timing_repeats,
                                                     seed=args.seed)
@@ -140,10 +159,11 @@ def markdown(results: dict, cores: int) -> str:
         timed = results["timed"].get(row["model"], {}).get(str(row["threads"]))
         if timed is None:
             continue
-        tvm_ms = timed["tvm"][row["lever"]]
+        tvm_ms = timed["tvm"][row.get("same_as", row["lever"])]
         ort_ms = timed["onnxruntime"][f"{row['threads']}_threads"]
         estimate = f"{row['estimated_ms']:.3f}" if row.get("estimated_ms") is not None else "-"
-        lines.append(f"| {row['model']} | {row['lever']} | {row['threads']} | {row['tasks']} | {row['trials_measured']} | "
+        lever = row["lever"] + (f" (the same program as {row['same_as']}: not tuned again)" if "same_as" in row else "")
+        lines.append(f"| {row['model']} | {lever} | {row['threads']} | {row['tasks']} | {row['trials_measured']} | "
                      f"{row['tuning_seconds']:.0f} | {estimate} | {tvm_ms:.4f} | {ort_ms:.4f} | {tvm_ms / ort_ms:.2f}x |")
     return "\n".join(lines) + "\n"
 

@@ -84,10 +84,12 @@ def measure_peak_gflops(threads: int, *, size: int = 2048, repeats: int = 5) -> 
 
 def task_table(model_name: str, target_dict: dict) -> list[dict]:
     """The model's tuning tasks: name, weight (occurrences), structural hash (the database key), FLOPs."""
+    from deploy.options import TuningOptions
+    from deploy.pipeline import import_and_lower
     from tcl_core import tvm_api
 
     target = tvm_api.make_target(target_dict)
-    lowered = tvm_api.lower_for_tuning(tvm_api.from_onnx(MODELS[model_name]()), target)
+    lowered = import_and_lower(MODELS[model_name](), target, TuningOptions())  # as the pipeline tunes it
     return [{"name": task.task_name, "weight": int(task.weight),
              "structural_hash": str(tvm_api.structural_hash(task.dispatched[0])),
              "flops": float(tvm_api.estimate_flops(task.dispatched[0]))}

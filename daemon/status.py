@@ -54,7 +54,8 @@ class ModelEntry(BaseModel):
     error: str | None = Field(None, description="one-line reason when failed, else null")
     warning: str | None = Field(None, description=(
         "what limits the result, else null: while tuning, that the trials cannot reach every task; once done, "
-        "how many tasks were left with TVM's default schedule (the manifest's warnings)"))
+        "how many tasks were left with TVM's default schedule (the manifest's warnings) and, where onnxruntime "
+        "is faster, the manifest's advice (by how much, and the kernels that take the time)"))
     queued_at: datetime
     updated_at: datetime
 

@@ -99,8 +99,11 @@ def child_main(spec: JobSpec, conn: Connection, pipeline_fn: PipelineFn | None) 
             options=spec.options,
             on_progress=on_progress,
         )
+        # The advice (onnxruntime is faster, and where the time goes) reaches the status file and its
+        # table as the job's last warning.
+        advice = [f"advice: {manifest.advice}"] if manifest.advice else []
         outcome: Outcome = Succeeded(artifact_dir=str(manifest.artifact_dir), latency_ms=manifest.latency_ms,
-                                      warnings=manifest.warnings)
+                                      warnings=[*manifest.warnings, *advice])
     except PipelineError as err:
         outcome = Failed(reason=one_line(str(err)) or type(err).__name__)
     except Exception as err:  # noqa: BLE001 - any failure of the pipeline is a failed job, with its reason

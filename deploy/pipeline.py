@@ -52,9 +52,8 @@ def run_pipeline(
     # Candidates, verification and timing all run on the threads the library will deploy with: the
     # runner's worker is started on them; this process's TVM runs TVM_NUM_THREADS (default: all cores).
     threads = options.threads or int(target_dict.get("num-cores") or os.cpu_count() or 1)
-    lowered = _guard("TVM could not import the model", lambda: tvm_api.lower_for_tuning(
-        tvm_api.from_onnx(spec.model, shape_dict=spec.shape_dict, dtype_dict=spec.dtype_dict), target,
-        fast_math=options.fast_math, pack_weights=options.pack_weights, conv_layout=options.conv_layout))
+    lowered = _guard("TVM could not import the model", lambda: import_and_lower(
+        spec.model, target, options, shape_dict=spec.shape_dict, dtype_dict=spec.dtype_dict))
     database = tvm_api.open_database(database_dir(Path(state_dir), records_key(platform, threads, target_dict.get("num-cores"))))
     try:
         choice = choose_cost_model(options.cost_model, platform, state_dir=Path(state_dir), student_path=options.student)
@@ -105,6 +104,13 @@ def run_pipeline(
         return manifest
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone already after a successful emit
+
+
+def import_and_lower(model, target, options: TuningOptions, *, shape_dict=None, dtype_dict="float32"):
+    """The ONNX model as the tasks that get tuned, under the options that change them (fast math, packing, layout)."""
+    return tvm_api.lower_for_tuning(tvm_api.from_onnx(model, shape_dict=shape_dict, dtype_dict=dtype_dict), target,
+                                    fast_math=options.fast_math, pack_weights=options.pack_weights,
+                                    conv_layout=options.conv_layout)
 
 
 def _warnings(tuning: TuningResult, trials: int, threads: int, threads_here: int) -> list[str]:
