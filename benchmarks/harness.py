@@ -33,11 +33,13 @@ def _zoo(name: str):
     return build
 
 
-# The examples and the zoo's held-out models (no shipped student was trained on them).
+# The examples, the zoo's held-out models (no shipped student was trained on them), and ResNet-18
+# at the zoo's size (1x3x112x112), which the deployment goal names; the students trained on its tasks.
 MODELS = {
     "tiny_cnn": lambda: examples.tiny_cnn(batch=1),
     "mlp_b8": lambda: examples.mlp(batch=8, width=512),
     **{name: _zoo(name) for name, model in ZOO.items() if model.split == "eval"},
+    "resnet18": _zoo("resnet18"),
 }
 
 # Benchmark names -> (pipeline cost model, uses RDU inside the search, share drawn at random).

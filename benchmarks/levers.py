@@ -10,7 +10,8 @@ whose layout has more tasks gets the trials they need). When a model's rows are 
 libraries and onnxruntime are timed side by side in one child process per thread count (TVM
 reads its thread count once per process), onnxruntime on the same number of threads as TVM,
 taking turns in rounds (benchmarks.suite.measure_deployed). Results: `<out>/<stem>.json` (resumable:
-finished rows and timed models are kept) and `<out>/<stem>.md`.
+finished rows and timed models are kept) and `<out>/<stem>.md`; the libraries stay in
+`<out>/.work/<stem>/`, so `--retime` can time them again on an idle machine.
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timing-repeats", type=int, default=50)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--stem", default="levers")
+    parser.add_argument("--retime", action="store_true",
+                        help="time the kept libraries again (an idle machine), replacing the stored timings")
     args = parser.parse_args(argv)
     cores = os.cpu_count() or 1
     path = args.out / f"{args.stem}.json"
@@ -95,6 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     results["machine"] = _machine()
     work = args.out / ".work" / args.stem
     for model_name in args.models:
+        if args.retime:
+            results["timed"].pop(model_name, None)
         if model_name in results["timed"]:
             print(f"skip {model_name} (timed in {path})", flush=True)
             continue
@@ -138,8 +143,7 @@ def main(argv: list[str] | None = None) -> None:
             timed[str(threads)] = time_side_by_side(model_name, libraries, threads, repeats=args.timing_repeats,
                                                     seed=args.seed)
         results["timed"][model_name] = timed
-        path.write_text(json.dumps(results, indent=2) + "\n")
-        shutil.rmtree(work / model_name, ignore_errors=True)
+        path.write_text(json.dumps(results, indent=2) + "\n")  # libraries stay in `work` for --retime
     (args.out / f"{args.stem}.md").write_text(markdown(results, cores))
     print(args.out / f"{args.stem}.md")
 

@@ -38,7 +38,13 @@ def render_status(status: StatusFile, *, now: datetime | None = None, stale_afte
     platforms = [render_platforms(status.platforms)] if status.platforms else []
     if not status.models:
         return Group(header, Text("no models seen yet"), *platforms)
-    return Group(header, table, *platforms)
+    footer = [Text(THREADS_NOTE, style="dim")] if any(m.latency_ms is not None for m in status.models) else []
+    return Group(header, table, *footer, *platforms)
+
+
+# TVM reads its thread count once, at start, and uses half the logical CPUs on x86 without it.
+THREADS_NOTE = ("tvm and onnxruntime were timed on the same threads (the manifest's `threads`); serve model.so "
+                "with TVM_NUM_THREADS set to that count")
 
 
 def _last_column(model) -> Text:
