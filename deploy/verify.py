@@ -81,8 +81,19 @@ def compare(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], *, ato
     return Verification(max_abs_err=max_abs, max_rel_err=max_rel, atol=atol, rtol=rtol, passed=passed)
 
 
+# Both engines' worker threads spin for a while after a run before they sleep. On a 2-core machine
+# the next engine's threads then share the cores with them: onnxruntime timed right after a TVM
+# library ran 2.5x slower, a TVM library right after onnxruntime up to 50x (tiny_cnn, 2 threads).
+_SETTLE_SECONDS = 0.1
+
+
 def median_ms(call: Callable[[], object], repeats: int) -> float:
-    """Median milliseconds per call over `repeats` samples, each averaging enough calls to last 2 ms."""
+    """Median milliseconds per call over `repeats` samples, each averaging enough calls to last 2 ms.
+
+    Waits `_SETTLE_SECONDS` first, so the threads of whatever ran before are asleep, as they are
+    in a deployment that runs one engine.
+    """
+    time.sleep(_SETTLE_SECONDS)
     for _ in range(3):
         call()  # warm caches and lazy initialisation
     started = time.perf_counter()
