@@ -169,8 +169,11 @@ def collect(
         _fail(f"unknown zoo model(s) {unknown}; choose from {sorted(ZOO)}")
     from tcl_core.collect import collect as run_collect
 
-    root = run_collect(out, models=[ZOO[name] for name in chosen], trials_per_task=trials_per_task, target=target_dict,
-                       log=lambda line: typer.echo(line, err=True))
+    try:
+        root = run_collect(out, models=[ZOO[name] for name in chosen], trials_per_task=trials_per_task,
+                           target=target_dict, log=lambda line: typer.echo(line, err=True))
+    except ValueError as err:
+        _fail(str(err))
     typer.echo(str(root / "card.md"))
 
 

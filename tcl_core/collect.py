@@ -11,6 +11,7 @@ share of records is skipped. `card.json` (and `card.md`) say what was measured a
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +40,13 @@ def collect(
     tvm_target = tvm_api.make_target(target_dict)
     root = Path(out) / platform_name(target_dict, tvm_api.TVM_VERSION)
     card = load_card(root, target_dict)
+    # Candidates run on the target's cores, as the pipeline measures them. Folders collected before
+    # 2026-12-07 ran on TVM's x86 default, half the cores (one here), and say nothing: no mixing.
+    threads = int(target_dict.get("num-cores") or os.cpu_count() or 1)
+    if card["models"] and card.get("threads", 1) != threads:
+        raise ValueError(f"{root} holds records measured on {card.get('threads', 1)} thread(s); these would run on "
+                         f"{threads}: collect into another --out")
+    card["threads"] = threads
     for zoo_model in models:
         name = zoo_model.name
         started = time.perf_counter()
@@ -59,7 +67,7 @@ def collect(
                     max_trials_global=sum(missing for _, missing in todo),
                     max_trials_per_task=max(missing for _, missing in todo),
                     num_trials_per_iter=trials_per_iter, population=population, seed=0,
-                    on_measured=lambda done: log(f"{name}: {phase}: {done} measured"),
+                    on_measured=lambda done: log(f"{name}: {phase}: {done} measured"), threads=threads,
                 )
             entry["seconds"] = round(entry["seconds"] + time.perf_counter() - started, 1)
             started = time.perf_counter()

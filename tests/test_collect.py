@@ -47,3 +47,20 @@ def test_zoo_models_export_to_valid_onnx(tmp_path):
            for name in ("mobilenet_v1", "mobilenet_v1_relu6", "mobilenet_v2")}
     assert "Clip" in ops["mobilenet_v1_relu6"] and "Clip" in ops["mobilenet_v2"]
     assert "Clip" not in ops["mobilenet_v1"] and "Relu" in ops["mobilenet_v1"]
+
+
+def test_collect_refuses_to_add_to_records_measured_on_other_threads(tmp_path):
+    from tcl_core.platform import platform_name
+
+    target = {"kind": "llvm", "num-cores": 2}
+    root = tmp_path / platform_name(target, tvm_api.TVM_VERSION)
+    root.mkdir()
+    # a folder collected before the thread count was recorded: TVM ran half the cores then
+    (root / "card.json").write_text(json.dumps({"platform": root.name, "models": {"tiny": {"seconds": 1.0}}}))
+    try:
+        collect(tmp_path, models=[TINY], trials_per_task=4, target=target, log=lambda _: None)
+    except ValueError as err:
+        assert "measured on 1 thread(s)" in str(err) and "another --out" in str(err)
+    else:
+        raise AssertionError("collect added 2-thread records to a 1-thread folder")
+    assert not (root / "tiny").exists()  # nothing measured
