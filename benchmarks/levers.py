@@ -159,7 +159,9 @@ def markdown(results: dict, cores: int) -> str:
         "| model | lever | threads | tasks | trials | tuning s | estimate ms | tvm ms | onnxruntime ms (same threads) | tvm / ort |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in results["rows"]:
+    models = list(dict.fromkeys(row["model"] for row in results["rows"]))
+    order = [name for name, _ in LEVERS]
+    for row in sorted(results["rows"], key=lambda r: (models.index(r["model"]), order.index(r["lever"]))):
         timed = results["timed"].get(row["model"], {}).get(str(row["threads"]))
         if timed is None:
             continue

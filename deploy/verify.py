@@ -81,10 +81,12 @@ def compare(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], *, ato
     return Verification(max_abs_err=max_abs, max_rel_err=max_rel, atol=atol, rtol=rtol, passed=passed)
 
 
-# Both engines' worker threads spin for a while after a run before they sleep. On a 2-core machine
-# the next engine's threads then share the cores with them: onnxruntime timed right after a TVM
-# library ran 2.5x slower, a TVM library right after onnxruntime up to 50x (tiny_cnn, 2 threads).
-_SETTLE_SECONDS = 0.1
+# Both engines' worker threads stay busy for a while after a run. On a 2-core machine the next
+# engine's threads then share the cores with them: onnxruntime timed right after a TVM library
+# ran 2.5x slower, a TVM library right after onnxruntime up to 50x (tiny_cnn, 2 threads). After a
+# 0.1 s pause onnxruntime still ran 1.5-4x slow in some samples, after 0.5 s mostly not
+# (docs/performance.md, item 6).
+_SETTLE_SECONDS = 0.5
 
 
 def median_ms(call: Callable[[], object], repeats: int) -> float:

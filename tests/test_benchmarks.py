@@ -392,3 +392,21 @@ def test_search_replay_drives_real_cost_models_over_a_measured_database(measured
         # Three rounds of three cover every pool of <= 9 candidates, so every task's best is found.
         assert round_scores(tasks, found[-1])["kernels"] == pytest.approx(1.0)
         assert round_scores(tasks, found[0])["kernels"] >= 1.0
+
+
+def test_lever_table_orders_rows_and_times_a_repeated_program_once():
+    from benchmarks import levers
+
+    def row(lever, threads, **extra):
+        return {"model": "m", "lever": lever, "threads": threads, "tasks": 2, "trials_measured": 16,
+                "tuning_seconds": 10.0, "estimated_ms": 1.0, **extra}
+
+    results = {"machine": {"cpu": "cpu", "cores": 2}, "command": "-m benchmarks levers",
+               "rows": [row("+ threads", 2), row("baseline (1 thread)", 1),
+                        row("+ fast math", 2, same_as="+ threads")],
+               "timed": {"m": {"1": {"tvm": {"baseline (1 thread)": 3.0}, "onnxruntime": {"1_threads": 2.0}},
+                               "2": {"tvm": {"+ threads": 1.0}, "onnxruntime": {"2_threads": 2.0}}}}}
+    lines = [line for line in levers.markdown(results, 2).splitlines() if line.startswith("| m |")]
+    assert [line.split(" | ")[1] for line in lines] == [
+        "baseline (1 thread)", "+ threads", "+ fast math (the same program as + threads: not tuned again)"]
+    assert lines[0].endswith("| 3.0000 | 2.0000 | 1.50x |") and lines[2].endswith("| 1.0000 | 2.0000 | 0.50x |")
