@@ -30,7 +30,7 @@ class PlatformEntry(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    name: str = Field(description="platform name, as in manifests and state_dir/databases/<name>/")
+    name: str = Field(description="platform name, as in manifests and state_dir/databases-v2/<name>/")
     records: int = Field(description="measurements in this platform's tuning database")
     records_since_round: int = Field(description="measurements added since the last distillation round")
     student_version: int | None = Field(None, description="version of this platform's own student, which `auto` uses; null: none yet")
