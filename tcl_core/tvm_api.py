@@ -18,7 +18,8 @@ from typing import Any
 
 # TVM's runtime sizes its thread pool once per process, from TVM_NUM_THREADS, else from half the
 # logical CPUs on x86 (it assumes SMT siblings): one thread on a 2-core machine without SMT
-# (notes, item 13). Every core unless the caller said otherwise; `use_threads` sets it per job.
+# (notes, item 13). Every core unless the caller said otherwise; a job's LocalRunner worker gets its
+# own count (`make_runner`).
 os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count() or 1))
 
 import tvm  # noqa: E402  (after TVM_NUM_THREADS, which the runtime reads once)
@@ -108,9 +109,10 @@ def _elementwise_max_min_as_ops(mod: tvm.IRModule) -> tvm.IRModule:
     for var, func in mod.functions.items():
         if isinstance(func, tvm.tirx.PrimFunc):
             script = func.script()
+            if script.count('T.sblock("') - script.count('T.sblock("root")') != 1:
+                continue
             for kind in ("maximum", "minimum"):
-                blocks = script.count('T.sblock("') - script.count('T.sblock("root")')
-                if blocks == 1 and f'T.sblock("T_{kind}")' in script:
+                if f'T.sblock("T_{kind}")' in script:
                     kinds[var.name_hint] = kind
 
     @relax.expr_functor.mutator
