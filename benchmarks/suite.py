@@ -44,9 +44,10 @@ class SuiteConfig:
     """What one suite run tunes, and how."""
 
     models: tuple[str, ...]
-    budget: int                 # measured candidates per (model, cost model)
+    budget: int                 # measured candidates per (model, cost model), at least...
     trials_per_iter: int        # candidates per search round
     population: int = 512       # evolutionary-search population (the daemon's default)
+    trials_per_task: int = 0    # ...this many per task of the model (so a model with many tasks gets searched)
     cost_models: tuple[str, ...] = ("tcl", "xgb", "random")
     seed: int = 0
     timing_repeats: int = 50    # samples per latency; the median is reported
@@ -217,14 +218,16 @@ def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, lo
         results["runs"] = [r for r in results["runs"] if r["model"] != model_name
                            or Path(r["artifact_dir"], "model.so").exists()]
         entry.setdefault("tasks", task_table(model_name, target_dict))
+        budget = max(config.budget, config.trials_per_task * len(entry["tasks"]))
+        entry["budget"] = budget
         for cost_model in config.cost_models:
             if any(r["model"] == model_name and r["cost_model"] == cost_model for r in results["runs"]):
                 continue
-            log(f"{model_name}: tuning {config.budget} trials with {cost_model}")
+            log(f"{model_name}: tuning {budget} trials with {cost_model}")
             root = model_work / cost_model
             shutil.rmtree(root, ignore_errors=True)
             root.mkdir(parents=True)
-            row = tune_once(model_name, root, budget=config.budget, cost_model=cost_model,
+            row = tune_once(model_name, root, budget=budget, cost_model=cost_model,
                             trials_per_iter=config.trials_per_iter, population=config.population,
                             seed=config.seed, target=config.target, timing_repeats=config.timing_repeats,
                             student=Path(config.student) if config.student else None)
@@ -258,7 +261,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks run", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"{', '.join(QUICK.models)} at {QUICK.budget} trials")
     parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=None)
-    parser.add_argument("--budget", type=int, default=None)
+    parser.add_argument("--budget", type=int, default=None, help="trials per model and cost model")
+    parser.add_argument("--trials-per-task", type=int, default=None,
+                        help="at least this many trials per task of each model (raises --budget for large models)")
     parser.add_argument("--trials-per-iter", type=int, default=None)
     parser.add_argument("--cost-models", nargs="+", default=None)
     parser.add_argument("--population", type=int, default=None)
@@ -273,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
     overrides = {"models": tuple(args.models) if args.models else None, "budget": args.budget,
-                 "trials_per_iter": args.trials_per_iter, "population": args.population, "timing_repeats": args.timing_repeats,
+                 "trials_per_iter": args.trials_per_iter, "trials_per_task": args.trials_per_task, "population": args.population, "timing_repeats": args.timing_repeats,
                  "seed": args.seed, "student": str(args.student) if args.student else None,
                  "cost_models": tuple(args.cost_models) if args.cost_models else None}
     config = SuiteConfig(**{**asdict(base), **{k: v for k, v in overrides.items() if v is not None}})

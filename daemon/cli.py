@@ -34,7 +34,7 @@ def tune(
     device_key: Optional[str] = typer.Option(None, "--device-key", help="with --tracker: the servers' --key"),
     fast_math: Optional[bool] = typer.Option(None, "--fast-math/--no-fast-math", help="polynomial erf/exp/tanh/softmax (default on)"),
     pack_weights: Optional[bool] = typer.Option(None, "--pack-weights/--no-pack-weights", help="tune and pre-pack weight layouts (default on)"),
-    conv_layout: Optional[str] = typer.Option(None, "--conv-layout", help="NCHW (default) or NHWC for 2-D convolutions"),
+    conv_layout: Optional[str] = typer.Option(None, "--conv-layout", help="NHWC (default) or NCHW for 2-D convolutions"),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="TVM and onnxruntime threads (default: the target's num-cores)"),
 ) -> None:
     """Tune one model without the daemon; exit code 0 only when the artifact verified."""

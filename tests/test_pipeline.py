@@ -58,7 +58,7 @@ def test_manifest_records_threads_levers_estimate_and_where_the_time_goes(tuned)
     assert manifest.schema_version == 4
     # candidates ran on the target's cores (test_tvm_api checks the runner's worker); so did verification
     assert manifest.threads == manifest.target["num-cores"] == os.cpu_count() == tvm_api.runtime_threads()
-    assert manifest.fast_math and manifest.pack_weights and manifest.conv_layout == "NCHW"
+    assert manifest.fast_math and manifest.pack_weights and manifest.conv_layout == "NHWC"
     assert manifest.latency_ms.onnxruntime_default_threads > 0
     assert manifest.tasks_untuned == 0 and manifest.estimated_ms > 0
     assert manifest.top_kernels and all(k.ms > 0 and 0 < k.share <= 1 for k in manifest.top_kernels)
@@ -97,7 +97,7 @@ def test_a_tuned_conv_models_library_does_no_weight_layout_work_at_run_time(tmp_
     path = tmp_path / "conv.onnx"
     onnx.save(conv_relu6_model(), str(path))
     manifest = run_pipeline(path, output_dir=tmp_path / "out", state_dir=tmp_path / "state",
-                            options=TuningOptions(trials=16, cost_model="random", **FAST))
+                            options=TuningOptions(trials=16, cost_model="random", conv_layout="NCHW", **FAST))
     assert manifest.pack_weights and manifest.tasks_untuned == 0 and manifest.verification.passed
     x = np.random.default_rng(0).standard_normal((1, 4, 8, 8)).astype(np.float32)
     kernels = [name for name, _ in tvm_api.profile_kernels(Path(manifest.artifact_dir) / "model.so", [x])]
@@ -106,13 +106,13 @@ def test_a_tuned_conv_models_library_does_no_weight_layout_work_at_run_time(tmp_
     assert not any("layout_transform" in name or "transpose" in name for name in kernels), kernels
 
 
-def test_nhwc_conv_model_verifies_and_the_manifest_says_so(tmp_path):
+def test_convolutions_are_nhwc_by_default_and_verify(tmp_path):
     import onnx
 
     path = tmp_path / "conv.onnx"
     onnx.save(conv_relu6_model(), str(path))
     manifest = run_pipeline(path, output_dir=tmp_path / "out", state_dir=tmp_path / "state",
-                            options=TuningOptions(trials=16, cost_model="random", conv_layout="NHWC", **FAST))
+                            options=TuningOptions(trials=16, cost_model="random", **FAST))
     assert manifest.conv_layout == "NHWC" and manifest.verification.passed
 
 
