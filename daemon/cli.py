@@ -1,4 +1,4 @@
-"""The `tcl-tuned` console script: tune, daemon, status, platforms, distill, collect, cost-model, example."""
+"""The `tcl-tuned` console script: tune, bundle, daemon, status, platforms, distill, collect, cost-model, example."""
 
 from __future__ import annotations
 
@@ -121,6 +121,22 @@ def _host_port(text: str) -> tuple[str, int] | None:
 def _fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(1)
+
+
+@app.command()
+def bundle(
+    artifact_dir: Path = typer.Argument(..., help="an artifact folder (model.so + manifest.json)"),
+    out: Path = typer.Option(..., "--out", help="the folder to write (must not exist, or be empty)"),
+) -> None:
+    """Write a folder that serves the artifact without Python: the library, TVM's runtime, a C++ loader."""
+    from deploy.bundle import BundleError
+    from deploy.bundle import bundle as write_bundle
+
+    try:
+        folder = write_bundle(artifact_dir, out)
+    except BundleError as err:
+        _fail(str(err))
+    typer.echo(f"{folder}: run `{folder}/tcl-run {folder} --inputs ...` (see {folder}/README.md)")
 
 
 @app.command()

@@ -31,7 +31,7 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 __all__ = [
     "TVM_VERSION", "tvm", "relax", "ms", "derived_object", "from_onnx",
-    "make_target", "host_target_dict", "set_threads_for_this_process", "runtime_threads", "CONV_LAYOUTS", "lower_for_tuning", "extract_tasks", "make_cost_model",
+    "make_target", "host_target_dict", "set_threads_for_this_process", "runtime_threads", "runtime_files", "CONV_LAYOUTS", "lower_for_tuning", "extract_tasks", "make_cost_model",
     "open_database", "count_records", "structural_hash", "estimate_flops", "make_runner", "tracker_summary", "tune_tasks", "measure_records", "apply_database", "compile_module", "load_vm", "fast_build", "alloc_like_real_data", "profile_kernels",
     "ProgressCallback", "array_items", "array_item", "map_get",
 ]
@@ -95,6 +95,20 @@ def set_threads_for_this_process(threads: int) -> None:
 def runtime_threads() -> int:
     """How many threads this process's TVM runtime runs a parallel kernel on."""
     return int(tvm.get_global_func("runtime.NumThreads")())
+
+
+def runtime_files() -> dict[str, Path]:
+    """What a C++ program needs to load a library with the wheels' runtime alone (no compiler library).
+
+    "libraries": libtvm_runtime.so (the Relax VM; its static initialisers register the VM loader,
+    so it must be linked --no-as-needed) and libtvm_ffi.so; "include": tvm_ffi's headers (the tvm
+    wheel's runtime headers include files it does not ship).
+    """
+    import tvm_ffi.libinfo
+
+    return {"libtvm_runtime.so": Path(tvm.__file__).parent / "lib" / "libtvm_runtime.so",
+            "libtvm_ffi.so": Path(tvm_ffi.libinfo.find_libtvm_ffi()),
+            "include": Path(tvm_ffi.libinfo.find_include_path())}
 
 
 def _elementwise_max_min_as_ops(mod: tvm.IRModule) -> tvm.IRModule:

@@ -93,3 +93,29 @@ def conv_relu6_model() -> onnx.ModelProto:
     model.ir_version = 8
     onnx.checker.check_model(model)
     return model
+
+
+def two_in_two_out_model() -> onnx.ModelProto:
+    """Two inputs, a tuple of two outputs: y = Relu(x @ W + s), t = Tanh(s) * 2 on x[2,16], s[2,8]."""
+    rng = np.random.default_rng(3)
+    weight = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32) / 4, "W")
+    two = numpy_helper.from_array(np.full(8, 2, np.float32), "two")
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "W"], ["xw"]),
+            helper.make_node("Add", ["xw", "s"], ["z"]),
+            helper.make_node("Relu", ["z"], ["y"]),
+            helper.make_node("Tanh", ["s"], ["ts"]),
+            helper.make_node("Mul", ["ts", "two"], ["t"]),
+        ],
+        "two_in_two_out",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16]),
+         helper.make_tensor_value_info("s", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8]),
+         helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 8])],
+        initializer=[weight, two],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="tcl-tuned-tests")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model

@@ -1,0 +1,1 @@
+../../deploy/loader/tcl_run.cc
