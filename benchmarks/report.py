@@ -99,7 +99,7 @@ def markdown(results: dict, stem: str) -> str:
         "",
         f"Machine: {machine['cpu']}, {machine['cores']} cores. Command: `.venv/bin/python {results['command']}` "
         f"({results.get('seconds', 0) / 60:.0f} min). Every model tuned from an empty database, seed "
-        f"{config['seed']}, {config['budget']} trials, {config['trials_per_iter']} per round, population "
+        f"{config['seed']}, {_budget_words(config)}, {config['trials_per_iter']} per round, population "
         f"{config.get('population', 512)}, one cost model at a "
         f"time. Machine peak: {results['peak_gflops']} GFLOP/s (fp32 GEMM 2048, PyTorch, all cores).",
         "",
@@ -140,6 +140,7 @@ def markdown(results: dict, stem: str) -> str:
                      + f" | {_fmt(equal, '.4f')} ({threads}) | {deployed['onnxruntime']['default']:.4f} | "
                      f"{ort_best['ms']:.4f} ({ort_best['setting']}) | {_fmt(vs_baseline, '.2f')}x | "
                      f"{_fmt(best_tvm / equal if equal else None, '.2f')}x | {best_tvm / ort_best['ms']:.2f}x |")
+    lines += ["", *against_onnxruntime(results)]
     lines += ["", f"Geometric mean over models: {baseline} / tcl latency {_fmt(_geomean(ratios_vs_baseline), '.3f')}x "
               f"(above 1: tcl's library is faster); best TVM library / onnxruntime on TVM's threads "
               f"{_fmt(_geomean(ratios_equal), '.3f')}x, / best onnxruntime "
@@ -157,6 +158,30 @@ def markdown(results: dict, stem: str) -> str:
     lines += ["", f"![best latency against tuning time]({stem}-curves.png)", "",
               f"![deployed latency]({stem}-latency.png)", ""]
     return "\n".join(lines)
+
+
+def _budget_words(config: dict) -> str:
+    per_task = config.get("trials_per_task") or 0
+    return f"{config['budget']} trials" + (f" or {per_task} per task, whichever is more" if per_task else "")
+
+
+def against_onnxruntime(results: dict) -> list[str]:
+    """Per model and cost model: budget, tuning time, the library against onnxruntime on equal threads, the advice."""
+    lines = ["## The library against onnxruntime on equal threads", "",
+             "| model | cost model | tasks | trials | tuning min | estimate ms | tvm ms | onnxruntime ms | tvm / ort | advice |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for run in results["runs"]:
+        deployed = results["models"].get(run["model"], {}).get("deployed")
+        if not deployed:
+            continue
+        tvm = deployed["tvm"].get(run["cost_model"])
+        ort = deployed["onnxruntime"].get(f"{deployed.get('tvm_threads', 1)}_threads")
+        ratio = tvm / ort if tvm and ort else None
+        lines.append(f"| {run['model']} | {run.get('resolved_cost_model', run['cost_model'])} | "
+                     f"{len(results['models'][run['model']].get('tasks', []))} | {run['trials_measured']} | "
+                     f"{run['tuning_seconds'] / 60:.1f} | {_fmt(run.get('estimated_ms'), '.4f')} | {_fmt(tvm, '.4f')} | "
+                     f"{_fmt(ort, '.4f')} | {_fmt(ratio, '.2f')}x | {run.get('advice') or ''} |")
+    return lines
 
 
 def plot_curves(results: dict, path: Path) -> None:

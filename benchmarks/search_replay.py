@@ -45,7 +45,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cost_model_eval import database_groups  # noqa: E402
-from tcl_core import tvm_api  # noqa: E402
+from tcl_core import tuning, tvm_api  # noqa: E402
 from tcl_core.records import card_weights  # noqa: E402
 from tcl_core.train import split_databases  # noqa: E402
 
@@ -118,8 +118,8 @@ def make_model(policy: Policy, student_path: Path):
 
         student = TclCostModel(load_student(student_path), update_steps=policy.steps, lr=policy.lr,
                                update_gain_scale=policy.gain, update_scope=policy.scope)
-        return Blend(student, tvm_api.make_cost_model("xgb"), policy.blend) if policy.blend else student
-    return tvm_api.make_cost_model(policy.kind)
+        return Blend(student, tuning.make_cost_model("xgb"), policy.blend) if policy.blend else student
+    return tuning.make_cost_model(policy.kind)
 
 
 def standardised(scores) -> np.ndarray:

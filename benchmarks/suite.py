@@ -177,11 +177,13 @@ def default_stem(quick: bool, target: dict | None) -> str:
 
 
 def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, log: Log = print,
-              keep_work: bool = False) -> dict:
+              keep_work: bool = False, retime: bool = False) -> dict:
     """Run (or resume) the suite; results in `out_dir/<stem>.json`. Returns the results.
 
     `keep_work`: leave each model's libraries and tuning databases in `out_dir/.work/<stem>/`
     (to time or profile them again later) instead of removing them once timed.
+    `retime`: time the kept libraries of models already timed again (on an idle machine; a
+    tuning run beside the first timing distorts it), replacing their "deployed" entry.
     """
     from tcl_core import tvm_api
 
@@ -194,7 +196,8 @@ def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, lo
     if previous and previous != wanted:  # runs with other budgets or seeds are not comparable
         raise SystemExit(f"{path} holds runs made with other settings ({previous}); pick another --stem")
     models = list(dict.fromkeys([*results.get("config", {}).get("models", []), *config.models]))
-    results.update(command=command, config={**asdict(config), "models": models}, machine=_machine())
+    results.update(config={**asdict(config), "models": models}, machine=_machine())
+    results["retime_command" if retime and "command" in results else "command"] = command
     target_dict = config.target or tvm_api.host_target_dict()
     started = time.perf_counter()
 
@@ -210,6 +213,16 @@ def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, lo
     work = out_dir / ".work" / stem
     for model_name in config.models:
         entry = results["models"].setdefault(model_name, {})
+        kept = [r for r in results["runs"] if r["model"] == model_name and Path(r["artifact_dir"], "model.so").exists()]
+        if retime and "deployed" in entry and kept:
+            log(f"{model_name}: timing the kept libraries again")
+            untuned = entry["deployed"]["untuned"]
+            entry["deployed"] = measure_deployed(
+                model_name, {r["cost_model"]: Path(r["artifact_dir"], "model.so") for r in kept},
+                repeats=config.timing_repeats, seed=config.seed)
+            entry["deployed"].update(untuned=untuned, retimed=dt.datetime.now().isoformat(timespec="seconds"))
+            save()
+            continue
         if "deployed" in entry:
             log(f"skip {model_name} (in {path})")
             continue
@@ -273,6 +286,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="student file for the tcl runs (default: this platform's, else the nearest platform's)")
     parser.add_argument("--keep-work", action="store_true",
                         help="keep the libraries and tuning databases in <out>/.work/<stem>/ after timing them")
+    parser.add_argument("--retime", action="store_true",
+                        help="time the libraries kept by --keep-work again (on an idle machine), replacing the timings")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--stem", default=None, help="results file stem (default <date>-<platform>[-quick])")
     args = parser.parse_args(argv)
@@ -285,6 +300,7 @@ def main(argv: list[str] | None = None) -> None:
     stem = args.stem or default_stem(args.quick, config.target)
     command = " ".join(["-m benchmarks run", *(argv if argv is not None else sys.argv[2:])])
     results = run_suite(config, args.out, stem, command=command.strip(),
-                        log=lambda line: print(line, flush=True), keep_work=args.keep_work)
+                        log=lambda line: print(line, flush=True), keep_work=args.keep_work or args.retime,
+                        retime=args.retime)
     written = report.write_report(results, args.out, stem)
     print("\n".join(str(p) for p in written))

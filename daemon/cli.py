@@ -230,17 +230,31 @@ cost_model_app = typer.Typer(add_completion=False, no_args_is_help=True,
 app.add_typer(cost_model_app, name="cost-model")
 
 _DATABASE_HELP = "MetaSchedule JSON database folder (database_workload.json + database_tuning_record.json)"
-_MODEL_HELP = "student weights (tcl_core.student.save_student); default: an untrained, seeded student"
+_MODEL_HELP = ("student weights (tcl_core.student.save_student); default: this platform's student, "
+               "as `--cost-model auto` picks it")
+_UNTRAINED_HELP = "score with an untrained, seeded student (the baseline a trained one must beat)"
 
 
-def _load_scored_database(database: Path, model_path: Optional[Path]):
-    """(model, tasks) for a cost-model command, or exit 1 with `error: ...` (no traceback)."""
+def _load_scored_database(database: Path, model_path: Optional[Path], untrained: bool):
+    """(model, tasks, model name, why that model) for a cost-model command, or exit 1 with `error: ...`."""
     if not database.is_dir():
         _fail(f"no database folder at {database}")
+    if model_path is not None and untrained:
+        _fail("give --model or --untrained, not both")
     if model_path is not None and not model_path.is_file():
         _fail(f"no model file at {model_path}")
-    from tcl_core.evaluate import open_student  # imports TVM and torch: only once arguments are valid
+    from tcl_core import tvm_api  # imports TVM and torch: only once arguments are valid
+    from tcl_core.evaluate import UNTRAINED, open_student
+    from tcl_core.platform import platform_name
     from tcl_core.records import RecordsError, card_weights, load_task_records
+    from tcl_core.students import choose_cost_model
+
+    reason = "--model" if model_path is not None else "--untrained"
+    if model_path is None and not untrained:
+        platform = platform_name(tvm_api.host_target_dict(), tvm_api.TVM_VERSION)
+        choice = choose_cost_model("auto", platform, state_dir=_default_state_dir())
+        reason = choice.reason if choice.student else f"untrained: {choice.reason}"
+        model_path = Path(choice.student.path) if choice.student else None
 
     try:
         tasks = load_task_records(database, weights=card_weights(database))
@@ -252,13 +266,14 @@ def _load_scored_database(database: Path, model_path: Optional[Path]):
         model = open_student(model_path)
     except (ValueError, RuntimeError, OSError, KeyError, TypeError) as err:
         _fail(f"{model_path}: cannot load the student: {err}")
-    return model, tasks
+    return model, tasks, str(model_path) if model_path is not None else UNTRAINED, reason
 
 
 @cost_model_app.command("eval")
 def cost_model_eval(
     database: Path = typer.Option(..., "--database", help=_DATABASE_HELP),
     model_path: Optional[Path] = typer.Option(None, "--model", help=_MODEL_HELP),
+    untrained: bool = typer.Option(False, "--untrained", help=_UNTRAINED_HELP),
 ) -> None:
     """Print, as JSON, how well the student ranks each task's measured candidates.
 
@@ -269,8 +284,8 @@ def cost_model_eval(
     """
     import math
 
-    model, tasks = _load_scored_database(database, model_path)
-    from tcl_core.evaluate import UNTRAINED, evaluate
+    model, tasks, name, reason = _load_scored_database(database, model_path, untrained)
+    from tcl_core.evaluate import evaluate
 
     try:
         summary = evaluate(model, tasks)
@@ -281,7 +296,8 @@ def cost_model_eval(
         "records": sum(t.size for t in tasks),
         "failed": int(sum(t.failed.sum() for t in tasks)),
         **{key: None if math.isnan(value) else round(value, 6) for key, value in summary.items()},
-        "model": str(model_path) if model_path is not None else UNTRAINED,
+        "model": name,
+        "model_reason": reason,
     }
     typer.echo(json.dumps(report))
 
@@ -291,6 +307,7 @@ def cost_model_predict(
     database: Path = typer.Option(..., "--database", help=_DATABASE_HELP),
     out: Path = typer.Option(..., "--out", help="JSON-lines file to write (replaced atomically)"),
     model_path: Optional[Path] = typer.Option(None, "--model", help=_MODEL_HELP),
+    untrained: bool = typer.Option(False, "--untrained", help=_UNTRAINED_HELP),
 ) -> None:
     """Score every record; write JSON lines {"task", "record", "workload", "score"}, one per record.
 
@@ -301,7 +318,7 @@ def cost_model_predict(
     """
     if out.is_dir():
         _fail(f"--out {out} is a folder; give a file path")
-    model, tasks = _load_scored_database(database, model_path)
+    model, tasks, name, reason = _load_scored_database(database, model_path, untrained)
     from tcl_core.evaluate import score_tasks
 
     try:
@@ -319,7 +336,7 @@ def cost_model_predict(
         partial.replace(out)  # readers never see a half-written file
     except OSError as err:
         _fail(f"cannot write {out}: {err}")
-    typer.echo(f"{sum(t.size for t in tasks)} scores -> {out}", err=True)
+    typer.echo(f"{sum(t.size for t in tasks)} scores -> {out} (model: {name}; {reason})", err=True)
 
 
 @cost_model_app.command("train")

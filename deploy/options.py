@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # "auto" is resolved per job by tcl_core.students.choose_cost_model: the TCL student stored for the
-# job's platform, else the nearest one of the same CPU family, else XGBoost. The rest are mapped in tcl_core.tvm_api.make_cost_model.
+# job's platform, else the nearest one of the same CPU family, else XGBoost. The rest are mapped in tcl_core.tuning.make_cost_model.
 CostModelName = Literal["auto", "tcl", "xgb", "random"]
 
 Stage = Literal["queued", "tuning", "building", "verifying", "done", "failed"]

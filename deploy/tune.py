@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tcl_core import tvm_api
+from tcl_core import tuning, tvm_api
 
 
 # Share of each measured batch drawn at random (MetaSchedule's eps-greedy, rounded down per batch).
@@ -95,7 +95,7 @@ def tune_module(
     tasks, fresh = plan.tasks, plan.fresh
     measured = 0
     if fresh and trials > 0:
-        measured = tvm_api.tune_tasks(
+        measured = tuning.tune(
             tasks=fresh,
             target=target,
             database=database,

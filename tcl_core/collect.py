@@ -18,7 +18,7 @@ from pathlib import Path
 
 import onnx
 
-from tcl_core import tvm_api
+from tcl_core import tuning, tvm_api
 from tcl_core.platform import cpu_model_name, platform_name
 from tcl_core.zoo import ZooModel, export_onnx
 
@@ -61,7 +61,7 @@ def collect(
             todo = [(task, missing) for task, missing in zip(tasks, need) if missing > 0]
             log(f"{name}: {phase} phase ({cost_model}), {len(todo)}/{len(tasks)} tasks to measure")
             if todo:
-                tvm_api.tune_tasks(
+                tuning.tune(
                     tasks=[task for task, _ in todo], target=tvm_target, database=database,
                     work_dir=root / "logs" / name, cost_model=cost_model,
                     max_trials_global=sum(missing for _, missing in todo),

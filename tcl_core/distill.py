@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from tcl_core.features import pad_batch
 from tcl_core.records import TaskRecords
 from tcl_core.student import Student, StudentConfig, predict, train_steps
-from tcl_core.train import to_groups, train_student
+from tcl_core.fit import to_groups, train_student
 
 __all__ = ["DistillConfig", "distillation_loss", "distil_student"]
 

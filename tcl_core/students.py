@@ -58,7 +58,7 @@ class StudentRef:
 class CostModelChoice:
     """The cost model a job runs with, and why."""
 
-    name: str                 # "tcl", "xgb" or "random": what tvm_api.make_cost_model gets
+    name: str                 # "tcl", "xgb" or "random": what tcl_core.tuning.make_cost_model gets
     student: StudentRef | None
     reason: str
 

@@ -31,7 +31,7 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 
 __all__ = [
     "TVM_VERSION", "tvm", "relax", "ms", "derived_object", "from_onnx",
-    "make_target", "host_target_dict", "set_threads_for_this_process", "runtime_threads", "runtime_files", "CONV_LAYOUTS", "lower_for_tuning", "extract_tasks", "make_cost_model",
+    "make_target", "host_target_dict", "set_threads_for_this_process", "runtime_threads", "runtime_files", "CONV_LAYOUTS", "lower_for_tuning", "extract_tasks",
     "open_database", "count_records", "structural_hash", "estimate_flops", "make_runner", "tracker_summary", "tune_tasks", "measure_records", "apply_database", "compile_module", "load_vm", "fast_build", "alloc_like_real_data", "profile_kernels",
     "ProgressCallback", "array_items", "array_item", "map_get",
 ]
@@ -191,23 +191,6 @@ def extract_tasks(mod: tvm.IRModule, target: tvm.target.Target) -> list:
     return list(ms.relax_integration.extract_tasks(mod, target))
 
 
-def make_cost_model(name: str, student_path: Path | None = None) -> ms.CostModel:
-    """Resolve a cost-model name to a MetaSchedule cost model: the one place names are mapped.
-
-    "tcl" loads the student at `student_path` (None: an untrained one that learns in the job).
-    """
-    if name == "xgb":
-        return ms.CostModel.create("xgb", num_tuning_cores=os.cpu_count() or 1)
-    if name == "random":
-        return ms.CostModel.create("random")
-    if name == "tcl":
-        from tcl_core.cost_model import TclCostModel  # imports torch; only when asked for
-        from tcl_core.student import load_student
-
-        return TclCostModel(load_student(student_path) if student_path is not None else None)
-    raise ValueError(f"unknown cost model {name!r}; expected one of: xgb, random, tcl")
-
-
 def count_records(database: ms.Database, task_mod: tvm.IRModule, at_most: int = 1 << 20) -> int:
     """How many measured records `database` holds for this task's workload (up to `at_most`)."""
     if not database.has_workload(task_mod):
@@ -352,36 +335,22 @@ def tune_tasks(
     target: tvm.target.Target,
     database: ms.Database,
     work_dir: Path,
-    cost_model: str,
+    cost_model: ms.CostModel,
+    strategy: ms.search_strategy.SearchStrategy,
     max_trials_global: int,
     max_trials_per_task: int,
     num_trials_per_iter: int,
-    population: int,
     seed: int,
     on_measured: ProgressCallback,
-    student_path: Path | None = None,
-    rdu_fraction: float = 0.0,
-    explore: float = 0.05,
     rpc: dict[str, Any] | None = None,
     threads: int | None = None,
 ) -> int:
     """Tune `tasks` with MetaSchedule into `database`; returns how many candidates were measured.
 
-    `population` sizes the evolutionary search: TVM's default 512 costs more search time than
-    measuring on small budgets (notes, item 12). With "tcl" and `rdu_fraction` > 0, that share
-    of each measured batch is chosen by the RDU sampler among the search's proposals
-    (tcl_core.rdu_search); other cost models ignore it. `explore` is the search's eps-greedy share:
-    that many of each batch (rounded down) are random samples of the design space, for every cost
-    model; a learned model's confident mistakes need them (docs/cost_model.md, "Exploration"). `rpc` measures on a tuning farm
-    (`make_runner`); builds stay on this machine.
+    `cost_model` and `strategy` come from the caller (tcl_core.tuning names and assembles them).
+    `rpc` measures on a tuning farm (`make_runner`); builds stay on this machine.
     """
     _reset_meta_schedule_logging()
-    model = make_cost_model(cost_model, student_path)
-    strategy = ms.search_strategy.EvolutionarySearch(population_size=population, eps_greedy=explore)
-    if cost_model == "tcl" and rdu_fraction > 0:
-        from tcl_core.rdu_search import RDUSearch  # imports torch; only when asked for
-
-        strategy = RDUSearch(strategy, model, fraction=rdu_fraction)
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         extracted_tasks=tasks,
         work_dir=str(work_dir),
@@ -399,7 +368,7 @@ def tune_tasks(
         builder=ms.builder.LocalBuilder(f_build=fast_build),
         runner=make_runner(rpc, threads),
         database=database,
-        cost_model=model,
+        cost_model=cost_model,
         measure_callbacks=[*ms.MeasureCallback.create("default"), counter],
     )
     return counter.count

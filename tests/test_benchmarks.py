@@ -89,13 +89,18 @@ def test_the_quick_suites_smallest_case_end_to_end(tmp_path, monkeypatch):
     assert len(again["runs"]) == 3
 
 
-def test_kept_libraries_can_be_timed_again(tmp_path, capsys):
-    """--keep-work leaves the libraries; retime.py finds them and times them side by side again."""
+def test_kept_libraries_can_be_timed_again(tmp_path, capsys, monkeypatch):
+    """--keep-work leaves the libraries; --retime (and retime.py) time them side by side again, untuned."""
     from benchmarks import retime
 
     config = suite.SuiteConfig(models=("tiny_cnn",), budget=8, trials_per_iter=4, population=16,
                                cost_models=("random",), timing_repeats=2)
-    suite.run_suite(config, tmp_path, "kept", command="test", keep_work=True)
+    first = suite.run_suite(config, tmp_path, "kept", command="test", keep_work=True)
+    monkeypatch.setattr(suite, "tune_once", lambda *a, **k: pytest.fail("--retime tuned again"))
+    again = suite.run_suite(config, tmp_path, "kept", command="retime", retime=True)
+    deployed = again["models"]["tiny_cnn"]["deployed"]
+    assert deployed["retimed"] and deployed["tvm"]["random"] > 0 and again["command"] == "test"
+    assert deployed["untuned"] == first["models"]["tiny_cnn"]["deployed"]["untuned"] and again["retime_command"] == "retime"
     libraries = retime.kept_libraries(tmp_path / ".work" / "kept")
     assert list(libraries) == ["tiny_cnn"] and list(libraries["tiny_cnn"]) == ["random"]
     assert libraries["tiny_cnn"]["random"].name == "model.so" and libraries["tiny_cnn"]["random"].is_file()

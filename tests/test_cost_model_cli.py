@@ -6,6 +6,7 @@ One measurement run (a one-task model, 4 candidates) is shared by every test in 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,8 @@ from tcl_core.zoo import ZooModel
 
 CLI = shutil.which("tcl-tuned", path=str(Path(sys.executable).parent)) or "tcl-tuned"
 TINY = ZooModel("tiny", lambda: nn.Sequential(nn.Linear(16, 8), nn.ReLU()), (1, 16), "train")
-FIELDS = {"tasks", "records", "failed", "top1", "top5", "pairwise_accuracy", "random_top1", "random_top5", "model"}
+FIELDS = {"tasks", "records", "failed", "top1", "top5", "pairwise_accuracy", "random_top1", "random_top5", "model",
+          "model_reason"}
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -51,10 +53,10 @@ def other_student(tmp_path_factory) -> Path:
 
 
 def test_eval_prints_the_ranking_report(measured_db):
-    result = _run("eval", "--database", str(measured_db))
+    result = _run("eval", "--database", str(measured_db), "--untrained")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert set(report) == FIELDS and report["model"] == "untrained"
+    assert set(report) == FIELDS and report["model"] == "untrained" and report["model_reason"] == "--untrained"
     lines = (measured_db / "database_tuning_record.json").read_text().splitlines()
     assert report["records"] == len(lines) >= 4 and report["tasks"] >= 1
     assert 0 < report["top1"] <= report["top5"] <= 1
@@ -73,6 +75,24 @@ def test_predict_writes_one_line_per_record_in_file_order(measured_db, other_stu
     expected = np.concatenate(score_tasks(open_student(other_student), tasks))  # (records,)
     np.testing.assert_allclose([r["score"] for r in rows], expected, rtol=1e-5, atol=1e-6)
     assert {r["workload"] for r in rows} == {t.workload_hash for t in tasks}
+
+
+def test_eval_defaults_to_the_student_auto_picks_here(measured_db, tmp_path):
+    from tcl_core import tvm_api
+    from tcl_core.platform import platform_name
+    from tcl_core.students import choose_cost_model
+
+    state = tmp_path / "state"  # an empty state_dir: the shipped students decide
+    result = subprocess.run([CLI, "cost-model", "eval", "--database", str(measured_db)], capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "XDG_STATE_HOME": str(state)})
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    choice = choose_cost_model("auto", platform_name(tvm_api.host_target_dict(), tvm_api.TVM_VERSION),
+                               state_dir=state / "tcl-tuned")
+    assert report["model"] == (str(choice.student.path) if choice.student else "untrained")
+    assert choice.reason in report["model_reason"]
+    both = _run("eval", "--database", str(measured_db), "--untrained", "--model", str(measured_db))
+    assert both.returncode == 1 and "not both" in both.stderr
 
 
 def test_eval_names_the_model_it_was_given(measured_db, other_student):
