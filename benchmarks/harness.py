@@ -62,8 +62,8 @@ def tune_once(
 ) -> dict:
     """Tune `model_name` under `root` (its artifact stays in root/out) and return the run's record.
 
-    `levers`: TuningOptions fields that change what is tuned (threads, fast_math, pack_weights,
-    conv_layout); None keeps the pipeline's defaults.
+    `levers`: TuningOptions fields that change what is tuned or how it is timed (threads, fast_math,
+    pack_weights, conv_layout, flush_caches); None keeps the pipeline's defaults.
     """
     if cost_model not in COST_MODELS:
         raise ValueError(f"unknown cost model {cost_model!r}; expected one of {sorted(COST_MODELS)}")
@@ -88,7 +88,7 @@ def tune_once(
     )
     wall = time.perf_counter() - started
     measurements = measurement_order(database_dir(root / "state", records_key(
-        manifest.platform, manifest.threads, manifest.target.get("num-cores"))))
+        manifest.platform, manifest.threads, manifest.target.get("num-cores"), flush_caches=manifest.flush_caches)))
     return {
         "model": model_name, "budget": budget, "cost_model": cost_model,
         "resolved_cost_model": manifest.cost_model, "student": manifest.student,
@@ -98,7 +98,7 @@ def tune_once(
         "tuning_seconds": manifest.tuning_seconds, "pipeline_seconds": round(wall, 1),
         "latency_ms": manifest.latency_ms.model_dump(), "platform": manifest.platform,
         "threads": manifest.threads, "fast_math": manifest.fast_math, "pack_weights": manifest.pack_weights,
-        "conv_layout": manifest.conv_layout, "estimated_ms": manifest.estimated_ms, "advice": manifest.advice,
+        "conv_layout": manifest.conv_layout, "flush_caches": manifest.flush_caches, "estimated_ms": manifest.estimated_ms, "advice": manifest.advice,
         "top_kernels": [kernel.model_dump() for kernel in manifest.top_kernels],
         "max_abs_err": manifest.verification.max_abs_err, "target": manifest.target,
         "artifact_dir": manifest.artifact_dir,

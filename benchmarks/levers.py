@@ -31,6 +31,8 @@ LEVERS: list[tuple[str, dict]] = [
     ("+ fast math", {"threads": None, "fast_math": True, "pack_weights": False, "conv_layout": "NCHW"}),
     ("+ packed weights", {"threads": None, "fast_math": True, "pack_weights": True, "conv_layout": "NCHW"}),
     ("+ NHWC", {"threads": None, "fast_math": True, "pack_weights": True, "conv_layout": "NHWC"}),
+    ("+ cold-cache timing", {"threads": None, "fast_math": True, "pack_weights": True, "conv_layout": "NHWC",
+                             "flush_caches": True}),
 ]
 
 
@@ -113,7 +115,8 @@ def main(argv: list[str] | None = None) -> None:
             results["rows"] = [r for r in results["rows"] if not (r["model"] == model_name and r["lever"] == lever)]
             tasks, program = tasks_under(model_name, settings)
             threads = settings["threads"] or cores
-            if previous and previous.get("program") == program and previous["threads"] == threads:
+            if (previous and previous.get("program") == program and previous["threads"] == threads
+                    and previous.get("flush_caches", False) == settings.get("flush_caches", False)):
                 # The same program on the same threads: tuning it again would only measure the search's luck.
                 row = {**previous, "lever": lever, "same_as": previous.get("same_as", previous["lever"])}
                 print(f"{model_name} {lever}: the same program as {previous['lever']}, not tuned again", flush=True)

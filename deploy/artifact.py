@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 # 2: cost_model is the resolved one; cost_model_reason, student. 3: tasks_untuned, warnings.
-# 4: threads, fast_math, pack_weights, conv_layout, estimated_ms, top_kernels, advice; onnxruntime timed
+# 4: threads, fast_math, pack_weights, conv_layout, flush_caches, estimated_ms, top_kernels, advice; onnxruntime timed
 #    with `threads` threads (its default's latency beside it).
 MANIFEST_SCHEMA_VERSION = 4
 
@@ -86,6 +86,7 @@ class Manifest(BaseModel):
     fast_math: bool = False          # polynomial erf / exp / tanh / softmax in place of libm's
     pack_weights: bool = False       # constant weights pre-packed into the tuned layout at build time
     conv_layout: str = "NCHW"        # layout the 2-D convolutions were tuned and built in
+    flush_caches: bool = False       # candidates timed run by run with their weights flushed from the caches
     verification: Verification
     latency_ms: Latency
     estimated_ms: float | None = None  # the tuner's estimate: sum of each task's best measured time x its weight

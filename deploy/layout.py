@@ -20,10 +20,11 @@ def database_dir(state_dir: Path, platform: str) -> Path:
     return databases_root(state_dir) / platform
 
 
-def records_key(platform: str, threads: int, num_cores: int | None) -> str:
-    """The database a job's measurements go to: the platform's, or its own when measured on other threads.
+def records_key(platform: str, threads: int, num_cores: int | None, *, flush_caches: bool = False) -> str:
+    """The database a job's measurements go to: the platform's, or its own when timed another way.
 
     Candidates timed on fewer threads than the target's cores rank differently (parallel loops
-    pay off less), so such records never share a database with the platform's own.
+    pay off less), and so do candidates timed with their weights flushed from the caches, so such
+    records never share a database with the platform's own.
     """
-    return platform if threads == num_cores else f"{platform}-{threads}t"
+    return platform + ("" if threads == num_cores else f"-{threads}t") + ("-cold" if flush_caches else "")

@@ -77,6 +77,9 @@ class TuningOptions(BaseModel):
     conv_layout: Literal["NCHW", "NHWC"] = Field("NHWC", description=(
         "layout 2-D convolutions are tuned and built in; NHWC measured 1.6-1.8x faster on MobileNetV2 "
         "and the ViT block (README, 'What makes the library fast')"))
+    flush_caches: bool = Field(False, description=(
+        "time candidates run by run with their weights flushed from the CPU caches, as in a run of the "
+        "whole model, instead of back to back with everything hot (MetaSchedule's default)"))
     threads: int | None = Field(None, ge=1, description=(
         "TVM threads for measuring candidates, verifying and timing (onnxruntime gets as many); "
         "None: the target's num-cores"))

@@ -54,7 +54,8 @@ def run_pipeline(
     threads = options.threads or int(target_dict.get("num-cores") or os.cpu_count() or 1)
     lowered = _guard("TVM could not import the model", lambda: import_and_lower(
         spec.model, target, options, shape_dict=spec.shape_dict, dtype_dict=spec.dtype_dict))
-    database = tvm_api.open_database(database_dir(Path(state_dir), records_key(platform, threads, target_dict.get("num-cores"))))
+    key = records_key(platform, threads, target_dict.get("num-cores"), flush_caches=options.flush_caches)
+    database = tvm_api.open_database(database_dir(Path(state_dir), key))
     try:
         choice = choose_cost_model(options.cost_model, platform, state_dir=Path(state_dir), student_path=options.student)
     except (OSError, ValueError) as err:
@@ -75,6 +76,7 @@ def run_pipeline(
         explore=explore,
         rpc=runner.model_dump() if runner.kind == "rpc" else None,
         threads=threads,
+        flush_caches=options.flush_caches,
     ))
 
     on_progress(Progress(stage="building", trials_done=tuning.trials_measured, trials_total=trials))
@@ -95,7 +97,7 @@ def run_pipeline(
             tasks_untuned=tuning.tasks_untuned, warnings=_warnings(tuning, trials, threads, threads_here),
             runner=runner.describe(),
             tuning_seconds=round(tuning.seconds, 3), threads=threads, fast_math=options.fast_math,
-            pack_weights=options.pack_weights, conv_layout=options.conv_layout,
+            pack_weights=options.pack_weights, conv_layout=options.conv_layout, flush_caches=options.flush_caches,
             verification=verification, latency_ms=latency, estimated_ms=_round(estimate_ms(plan.tasks, database)),
             top_kernels=kernels, advice=advice(latency, kernels, threads_here),
             created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

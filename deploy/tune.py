@@ -89,6 +89,7 @@ def tune_module(
     explore: float = 0.05,
     rpc: dict | None = None,
     threads: int | None = None,
+    flush_caches: bool = False,
 ) -> TuningResult:
     """Tune the plan's fresh tasks; count those that still have no record (and so no tuned schedule)."""
     started = time.perf_counter()
@@ -115,6 +116,7 @@ def tune_module(
             explore=explore,
             rpc=rpc,
             threads=threads,
+            flush_caches=flush_caches,
         )
     untuned = sum(1 for task in fresh if tvm_api.count_records(database, task.dispatched[0], 1) == 0)
     return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh), tasks_untuned=untuned,

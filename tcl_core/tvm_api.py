@@ -282,8 +282,13 @@ def alloc_like_real_data(device: Any, args_info: list, alloc_repeat: int) -> lis
     return repeated
 
 
-def make_runner(rpc: dict[str, Any] | None, threads: int | None = None) -> ms.runner.Runner:
+def make_runner(rpc: dict[str, Any] | None, threads: int | None = None, *, flush_caches: bool = False) -> ms.runner.Runner:
     """This machine's LocalRunner, or an RPCRunner on a tuning farm.
+
+    `flush_caches`: time each candidate run by run, with every argument but the first (the weights
+    and the output; the input stays, as the kernel before it just wrote it) flushed from the CPU
+    caches before each run, as in a run of a whole model whose weights outgrow L2; otherwise
+    MetaSchedule's default: runs back to back for at least 100 ms, everything hot.
 
     The local runner's worker runs candidates on `threads` threads (None: this process's
     TVM_NUM_THREADS) and draws inputs like real data (`alloc_like_real_data`). Only the worker's
@@ -293,16 +298,19 @@ def make_runner(rpc: dict[str, Any] | None, threads: int | None = None) -> ms.ru
     dies or times out fails only the candidate it was measuring; the tracker hands the next one to
     another device.
     """
+    evaluator = (ms.runner.EvaluatorConfig(number=1, repeat=10, min_repeat_ms=0, enable_cpu_cache_flush=True)
+                 if flush_caches else ms.runner.EvaluatorConfig())
     if rpc is None:
         import functools
 
         initializer = functools.partial(set_threads_for_this_process, threads) if threads else None
-        return ms.runner.LocalRunner(f_alloc_argument=alloc_like_real_data, initializer=initializer)
+        return ms.runner.LocalRunner(f_alloc_argument=alloc_like_real_data, initializer=initializer,
+                                     evaluator_config=evaluator)
     config = ms.runner.RPCConfig(
         tracker_host=rpc["tracker_host"], tracker_port=int(rpc["tracker_port"]), tracker_key=rpc["device_key"],
         session_timeout_sec=int(rpc["session_timeout_seconds"]),
     )
-    return ms.runner.RPCRunner(rpc_config=config, max_workers=int(rpc["parallelism"]))
+    return ms.runner.RPCRunner(rpc_config=config, evaluator_config=evaluator, max_workers=int(rpc["parallelism"]))
 
 
 def tracker_summary(host: str, port: int) -> dict[str, Any]:
@@ -344,6 +352,7 @@ def tune_tasks(
     on_measured: ProgressCallback,
     rpc: dict[str, Any] | None = None,
     threads: int | None = None,
+    flush_caches: bool = False,
 ) -> int:
     """Tune `tasks` with MetaSchedule into `database`; returns how many candidates were measured.
 
@@ -366,7 +375,7 @@ def tune_tasks(
         max_trials_per_task=max_trials_per_task,
         num_trials_per_iter=num_trials_per_iter,
         builder=ms.builder.LocalBuilder(f_build=fast_build),
-        runner=make_runner(rpc, threads),
+        runner=make_runner(rpc, threads, flush_caches=flush_caches),
         database=database,
         cost_model=cost_model,
         measure_callbacks=[*ms.MeasureCallback.create("default"), counter],
