@@ -71,9 +71,10 @@ def tune(
     latency = manifest.latency_ms
     typer.echo(
         f"verified: {manifest.artifact_dir}/model.so  "
-        f"(tvm {latency.tvm:.4f} ms, untuned {latency.untuned:.4f} ms, onnxruntime {latency.onnxruntime:.4f} ms "
-        f"on {manifest.threads} threads each; "
-        f"max_abs_err {manifest.verification.max_abs_err:.2g}; {manifest.trials_measured} trials in {manifest.tuning_seconds:.0f} s with {manifest.cost_model}: {manifest.cost_model_reason})"
+        f"(tvm {latency.tvm:.4f} ms, untuned {latency.untuned:.4f} ms, "
+        + (f"onnxruntime {latency.onnxruntime:.4f} ms on {manifest.threads} threads each; "
+           if latency.onnxruntime is not None else f"on {manifest.threads} threads, checked against {manifest.reference}; ")
+        + f"max_abs_err {manifest.verification.max_abs_err:.2g}; {manifest.trials_measured} trials in {manifest.tuning_seconds:.0f} s with {manifest.cost_model}: {manifest.cost_model_reason})"
     )
     for warning in manifest.warnings:
         typer.echo(f"warning: {warning}", err=True)

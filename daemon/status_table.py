@@ -32,7 +32,8 @@ def render_status(status: StatusFile, *, now: datetime | None = None, stale_afte
             model.sha256[:8],
             Text(model.state, style=STATE_STYLES.get(model.state, "yellow")),
             f"{model.trials_done}/{model.trials_total}",
-            *(("-",) * 3 if latency is None else (f"{latency.tvm:.3f}", f"{latency.untuned:.3f}", f"{latency.onnxruntime:.3f}")),
+            *(("-",) * 3 if latency is None else (f"{latency.tvm:.3f}", f"{latency.untuned:.3f}",
+                                                     "-" if latency.onnxruntime is None else f"{latency.onnxruntime:.3f}")),
             _last_column(model),
         )
     platforms = [render_platforms(status.platforms)] if status.platforms else []

@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 # 2: cost_model is the resolved one; cost_model_reason, student. 3: tasks_untuned, warnings.
-# 4: threads, fast_math, pack_weights, conv_layout, flush_caches, estimated_ms, top_kernels, advice; onnxruntime timed
+# 4: threads, fast_math, pack_weights, conv_layout, flush_caches, reference, estimated_ms, top_kernels, advice; onnxruntime timed
 #    with `threads` threads (its default's latency beside it).
 MANIFEST_SCHEMA_VERSION = 4
 
@@ -40,7 +40,7 @@ class Latency(BaseModel):
 
     tvm: float
     untuned: float
-    onnxruntime: float
+    onnxruntime: float | None        # None: onnxruntime cannot run the model (see Manifest.reference)
     onnxruntime_default_threads: float | None = None  # onnxruntime left to its own thread count
 
 
@@ -87,6 +87,7 @@ class Manifest(BaseModel):
     pack_weights: bool = False       # constant weights pre-packed into the tuned layout at build time
     conv_layout: str = "NCHW"        # layout the 2-D convolutions were tuned and built in
     flush_caches: bool = False       # candidates timed run by run with their weights flushed from the caches
+    reference: str = "onnxruntime"  # what the outputs were checked against (deploy.verify.open_reference)
     verification: Verification
     latency_ms: Latency
     estimated_ms: float | None = None  # the tuner's estimate: sum of each task's best measured time x its weight

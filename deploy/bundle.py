@@ -112,10 +112,12 @@ def _readme(manifest: Manifest, folder: Path) -> str:
     inputs = ", ".join(f"`{t.name}` {t.dtype}{t.shape}" for t in manifest.inputs)
     outputs = ", ".join(f"`{t.name}` {t.dtype}{t.shape}" for t in manifest.outputs)
     sizes = "\n".join(f"- `{p.name}` ({_size(p.stat().st_size)})" for p in sorted(folder.iterdir()) if p.is_file())
+    ort = manifest.latency_ms.onnxruntime
+    against = f"onnxruntime {ort} ms" if ort is not None else f"onnxruntime cannot run it; checked against {manifest.reference}"
     return f"""# {manifest.name}: tuned with tcl-tuned, runs without Python
 
 Built for `{manifest.platform}` (TVM {manifest.tvm_version}); {manifest.latency_ms.tvm} ms per call when
-tuned, onnxruntime {manifest.latency_ms.onnxruntime} ms on the same {manifest.threads} threads.
+tuned ({against}) on {manifest.threads} threads.
 
 ```
 ./tcl-run . --inputs {' '.join(f'input_{i}.npy' for i in range(len(manifest.inputs)))} --outputs out/ --repeat 20

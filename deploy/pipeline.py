@@ -9,6 +9,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from deploy import intake, verify
 from deploy.artifact import Kernel, Latency, Manifest, TensorInfo, artifact_name, emit, staging_dir_for
 from deploy.build import build_library
@@ -87,14 +89,18 @@ def run_pipeline(
             untuned = _guard("untuned build failed", lambda: build_library(lowered, target, Path(scratch) / "untuned.so"))
             on_progress(Progress(stage="verifying", trials_done=tuning.trials_measured, trials_total=trials))
             threads_here = tvm_api.runtime_threads()  # what the library is timed on here; onnxruntime gets as many
-            verification, outputs, latency, kernels = _verify_and_time(spec, library, untuned, options, threads_here)
+            verification, outputs, latency, kernels, reference = _guard("verification failed", lambda: _verify_and_time(
+                spec, library, untuned, options, threads_here))
+        warnings = _warnings(tuning, trials, threads, threads_here)
+        if reference.why:
+            warnings.append(f"verified against {reference.name}: {reference.why}")
         manifest = Manifest(
             name=spec.name, sha256=spec.sha256, source=str(spec.path), artifact_dir=str(Path(output_dir) / name),
             inputs=list(spec.inputs), outputs=outputs, target=target_dict, platform=platform,
             tvm_version=tvm_api.TVM_VERSION, cost_model=choice.name, cost_model_reason=choice.reason,
             student=choice.student.describe() if choice.student else None, explore=explore, trials=trials,
             trials_measured=tuning.trials_measured, tasks=tuning.tasks, tasks_reused=tuning.tasks_reused,
-            tasks_untuned=tuning.tasks_untuned, warnings=_warnings(tuning, trials, threads, threads_here),
+            tasks_untuned=tuning.tasks_untuned, warnings=warnings, reference=reference.name,
             runner=runner.describe(),
             tuning_seconds=round(tuning.seconds, 3), threads=threads, fast_math=options.fast_math,
             pack_weights=options.pack_weights, conv_layout=options.conv_layout, flush_caches=options.flush_caches,
@@ -130,7 +136,7 @@ def _warnings(tuning: TuningResult, trials: int, threads: int, threads_here: int
 
 def advice(latency: Latency, kernels: list[Kernel], threads: int) -> str | None:
     """One line for the user when onnxruntime is faster: by how much, and the kernels that take the time."""
-    if latency.tvm <= latency.onnxruntime:
+    if latency.onnxruntime is None or latency.tvm <= latency.onnxruntime:
         return None
     where = ", ".join(f"{k.name} {k.ms:.3g} ms ({k.share:.0%})" for k in kernels)
     return (f"onnxruntime is {latency.tvm / latency.onnxruntime:.2f}x faster than this library "
@@ -145,37 +151,43 @@ def _round(value: float | None) -> float | None:
 
 
 def _verify_and_time(spec: intake.ModelSpec, library: Path, untuned: Path, options: TuningOptions, threads: int):
-    """Outputs of the exported library against onnxruntime, the latencies, and the top kernels.
+    """Outputs of the exported library against the reference, the latencies, the top kernels, the reference.
 
-    onnxruntime runs on `threads` intra-op threads, as TVM does (TVM_NUM_THREADS); its default
-    (one per physical core) is timed beside it.
+    The reference is onnxruntime, unless it cannot run the model (verify.open_reference). onnxruntime
+    runs on `threads` intra-op threads, as TVM does (TVM_NUM_THREADS); its default (one per
+    physical core) is timed beside it. Where onnxruntime cannot run the model at all, its
+    latencies are None.
     """
     arrays = verify.random_inputs(spec.inputs, options.seed)
-    model_bytes = spec.model.SerializeToString()
-    run_ort = verify.onnxruntime_call(verify.onnxruntime_session(model_bytes, threads=threads), spec.inputs, arrays)
+    reference = verify.open_reference(spec.model, spec.inputs, arrays, threads)
     run_tvm = verify.tvm_call(tvm_api.load_vm(library), arrays)
-    expected = run_ort()
+    expected = reference.call()
     actual = verify.to_numpy(run_tvm())
     verification = verify.compare(actual, expected, atol=options.atol, rtol=options.rtol)
     if not verification.passed:
         raise VerificationError(
-            f"outputs differ from onnxruntime: max_abs_err={verification.max_abs_err:.3g}, "
+            f"outputs differ from {reference.name}: max_abs_err={verification.max_abs_err:.3g}, "
             f"max_rel_err={verification.max_rel_err:.3g} (atol={options.atol}, rtol={options.rtol})"
         )
-    outputs = [TensorInfo(name=name, shape=list(array.shape), dtype=str(array.dtype))
+    outputs = [TensorInfo(name=name, shape=list(np.shape(array)), dtype=str(np.asarray(array).dtype))
                for name, array in zip(spec.output_names, expected)]
     run_untuned = verify.tvm_call(tvm_api.load_vm(untuned), arrays)
-    run_ort_default = verify.onnxruntime_call(verify.onnxruntime_session(model_bytes), spec.inputs, arrays)
+    ort_ms = ort_default_ms = None
+    if reference.onnxruntime_model is not None:
+        ort_ms = round(verify.median_ms(reference.call, options.timing_repeats), 4)
+        run_ort_default = verify.onnxruntime_call(verify.onnxruntime_session(reference.onnxruntime_model),
+                                                  spec.inputs, arrays)
+        ort_default_ms = round(verify.median_ms(run_ort_default, options.timing_repeats), 4)
     latency = Latency(
         tvm=round(verify.median_ms(run_tvm, options.timing_repeats), 4),
         untuned=round(verify.median_ms(run_untuned, options.timing_repeats), 4),
-        onnxruntime=round(verify.median_ms(run_ort, options.timing_repeats), 4),
-        onnxruntime_default_threads=round(verify.median_ms(run_ort_default, options.timing_repeats), 4),
+        onnxruntime=ort_ms,
+        onnxruntime_default_threads=ort_default_ms,
     )
     profile = tvm_api.profile_kernels(library, arrays)
     in_kernels = sum(ms for _, ms in profile) or 1.0
     kernels = [Kernel(name=name, ms=_round(ms), share=round(ms / in_kernels, 3)) for name, ms in profile[:3]]
-    return verification, outputs, latency, kernels
+    return verification, outputs, latency, kernels, reference
 
 
 def _guard(what: str, step: Callable):

@@ -1,6 +1,9 @@
 """Compare the built library with onnxruntime, and time tuned TVM, untuned TVM and onnxruntime.
 
 All three run in this process on the same seeded inputs, so their latencies are comparable.
+When onnxruntime cannot run a model (an opset its kernels no longer cover, an op it lacks), the
+reference is the model converted to a newer opset, else onnx's reference implementation
+(`open_reference`).
 """
 
 from __future__ import annotations
@@ -9,11 +12,21 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
+from dataclasses import dataclass
+
 import numpy as np
+import onnx
 import onnxruntime
 
 from deploy.artifact import TensorInfo, Verification
+from deploy.errors import PipelineError
 from tcl_core import tvm_api
+
+# The opset a model onnxruntime cannot run is converted to before trying again: every kernel of
+# onnxruntime 1.18 and later covers it, and onnx's converter reaches it from opset 1.
+CONVERTED_OPSET = 17
+# onnx's reference implementation runs numpy op by op: fine for checking, slow on big models.
+_REFERENCE_EVALUATOR_MAX_WEIGHTS = 20_000_000
 
 # A timing sample lasts at least this long, so timer resolution and call overhead stay small.
 _MIN_SAMPLE_SECONDS = 2e-3
@@ -42,6 +55,58 @@ def onnxruntime_session(model_bytes: bytes, threads: int = 0) -> onnxruntime.Inf
     options.log_severity_level = 3  # warnings about unused initializers are noise here
     options.intra_op_num_threads = threads
     return onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What the library is checked against: `call()` returns the expected outputs, in order."""
+
+    call: Callable[[], list]
+    name: str                     # "onnxruntime", "onnxruntime, converted to opset 17", "onnx.reference"
+    onnxruntime_model: bytes | None  # the model onnxruntime runs (to time it); None: onnxruntime cannot
+    why: str | None = None        # why not onnxruntime on the model as given
+
+
+def _one_line(err: Exception) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return (lines[0] if lines else type(err).__name__)[:300]
+
+
+def open_reference(model: onnx.ModelProto, inputs: Sequence[TensorInfo], arrays: Sequence[np.ndarray],
+                   threads: int) -> Reference:
+    """onnxruntime on the model; else on it converted to CONVERTED_OPSET; else onnx.reference (small models).
+
+    Each candidate must run once on `arrays` to be chosen. Raises PipelineError naming why none could.
+    """
+    model_bytes = model.SerializeToString()
+    try:
+        call = onnxruntime_call(onnxruntime_session(model_bytes, threads=threads), inputs, arrays)
+        call()
+        return Reference(call, "onnxruntime", model_bytes)
+    except Exception as err:  # onnxruntime raises Fail, NotImplemented, InvalidGraph, RuntimeException...
+        why = f"onnxruntime cannot run it ({_one_line(err)})"
+    try:
+        converted = onnx.version_converter.convert_version(model, CONVERTED_OPSET).SerializeToString()
+        call = onnxruntime_call(onnxruntime_session(converted, threads=threads), inputs, arrays)
+        call()
+        return Reference(call, f"onnxruntime, converted to opset {CONVERTED_OPSET}", converted, why)
+    except Exception as err:
+        converted_why = _one_line(err)
+    weights = sum(int(np.prod(init.dims)) for init in model.graph.initializer)
+    if weights > _REFERENCE_EVALUATOR_MAX_WEIGHTS:
+        raise PipelineError(f"no reference can run this model: {why}; converted to opset {CONVERTED_OPSET}: "
+                            f"{converted_why}; too large for onnx.reference ({weights} weights)")
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        evaluator = ReferenceEvaluator(model)
+        feeds = {info.name: array for info, array in zip(inputs, arrays)}
+        call = lambda: list(evaluator.run(None, feeds))  # noqa: E731
+        call()
+        return Reference(call, "onnx.reference", None, why)
+    except Exception as err:
+        raise PipelineError(f"no reference can run this model: {why}; converted to opset {CONVERTED_OPSET}: "
+                            f"{converted_why}; onnx.reference: {_one_line(err)}") from None
 
 
 def onnxruntime_call(session, inputs: Sequence[TensorInfo], arrays: Sequence[np.ndarray]) -> Callable[[], list]:

@@ -63,3 +63,19 @@ def test_a_malformed_tracker_address_is_refused_before_any_work(tmp_path):
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
     farm = _run("farm", "status", "--tracker", "host:port", timeout=120)
     assert farm.returncode == 1 and "--tracker must be HOST:PORT, got 'host:port'" in farm.stderr
+
+
+def test_a_model_onnxruntime_cannot_run_is_tuned_and_verified_against_its_newer_opset(tmp_path):
+    """onnx's backend test model test_Linear (Gemm, opset 6): onnxruntime 1.32 has no kernel for it."""
+    import os
+
+    source = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "pytorch-converted" / "test_Linear"
+    shutil.copy(source / "model.onnx", tmp_path / "linear.onnx")
+    result = _run("tune", str(tmp_path / "linear.onnx"), "--out", str(tmp_path / "out"), "--trials", "0",
+                  "--state-dir", str(tmp_path / "state"))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "verified against onnxruntime, converted to opset" in result.stderr
+    (artifact,) = (tmp_path / "out").iterdir()
+    manifest = Manifest.model_validate_json((artifact / "manifest.json").read_text())
+    assert manifest.reference.startswith("onnxruntime, converted") and manifest.verification.passed
+    assert manifest.latency_ms.onnxruntime > 0

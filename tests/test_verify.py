@@ -46,3 +46,60 @@ def test_onnxruntime_timing_is_positive_and_outputs_are_real():
     (output,) = call()
     assert output.shape == (1, 8) and (output >= 0).all()
     assert median_ms(call, repeats=3) > 0
+
+
+def _backend_case(name: str):
+    """A model of onnx's own backend test data, its input infos, inputs and reference outputs."""
+    import glob
+    import os
+
+    import onnx
+    from onnx import numpy_helper
+
+    folder = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "pytorch-converted", name)
+    model = onnx.load(os.path.join(folder, "model.onnx"))
+    tensors = lambda kind: [numpy_helper.to_array(onnx.load_tensor(f))  # noqa: E731
+                            for f in sorted(glob.glob(os.path.join(folder, "test_data_set_0", f"{kind}_*.pb")))]
+    initializers = {i.name for i in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in initializers]
+    arrays = tensors("input")
+    infos = [TensorInfo(name=n, shape=list(a.shape), dtype=str(a.dtype)) for n, a in zip(names, arrays)]
+    return model, infos, arrays, tensors("output")
+
+
+def test_a_model_onnxruntime_cannot_run_is_checked_against_its_newer_opset():
+    from deploy.verify import CONVERTED_OPSET, open_reference
+
+    model, infos, arrays, expected = _backend_case("test_Linear")  # Gemm at opset 6: no kernel in onnxruntime
+    reference = open_reference(model, infos, arrays, threads=1)
+    assert reference.name == f"onnxruntime, converted to opset {CONVERTED_OPSET}"
+    assert "Gemm" in reference.why and reference.onnxruntime_model is not None
+    np.testing.assert_allclose(reference.call()[0], expected[0], atol=1e-5, rtol=1e-4)
+
+
+def test_without_onnxruntime_onnx_reference_checks_small_models_and_nothing_is_a_one_line_reason(monkeypatch):
+    import onnx
+    import pytest
+    from onnx import TensorProto, helper
+
+    from deploy import verify
+    from deploy.errors import PipelineError
+
+    def no_onnxruntime(*args, **kwargs):
+        raise RuntimeError("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : pretend\nsecond line")
+
+    monkeypatch.setattr(verify, "onnxruntime_session", no_onnxruntime)
+    model, infos, arrays, expected = _backend_case("test_GLU")
+    reference = verify.open_reference(model, infos, arrays, threads=1)
+    assert reference.name == "onnx.reference" and reference.onnxruntime_model is None
+    assert reference.why == "onnxruntime cannot run it ([ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : pretend)"
+    np.testing.assert_allclose(reference.call()[0], expected[0], atol=1e-5, rtol=1e-4)
+
+    node = helper.make_node("Frobnicate", ["x"], ["y"], domain="com.example")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    unknown = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    with pytest.raises(PipelineError, match="^no reference can run this model: onnxruntime cannot run it") as err:
+        verify.open_reference(unknown, [TensorInfo(name="x", shape=[2], dtype="float32")],
+                              [np.zeros(2, np.float32)], threads=1)
+    assert "\n" not in str(err.value)
