@@ -1,6 +1,6 @@
-"""Tuning time to reach XGBoost's final latency: best-so-far curves from benchmarks/run.py results.
+"""Tuning time to reach XGBoost's final latency: best-so-far curves from research/run.py results.
 
-    .venv/bin/python benchmarks/time_to_target.py benchmarks/results/x86_unseen.json \
+    .venv/bin/python benchmarks/time_to_target.py research/results/llvm-x86-64-2c-e8804b7a/x86_unseen.json \
         [--card data/<platform>/card.json] [--baseline xgb]
 
 `run.py` stores each run's measurements in the order they were made (`measurements`: workload

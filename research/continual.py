@@ -1,7 +1,7 @@
 """RDU data efficiency and continual transfer across platforms, from collected data (issue 5).
 
-    python benchmarks/continual.py efficiency --data data/llvm-znver5-2c-c69ac8f7 [--steps 600 [N ...]] [--seeds 0 1 2]
-    python benchmarks/continual.py transfer --sequence data/A data/B data/C [--steps 600] [--fraction 0.1]
+    python -m research.continual efficiency --data data/llvm-znver5-2c-c69ac8f7 [--steps 600 [N ...]] [--seeds 0 1 2]
+    python -m research.continual transfer --sequence data/A data/B data/C [--steps 600] [--fraction 0.1]
 
 `efficiency`: students trained from scratch on the platform's train split, on all of it, on 10%
 of each task's candidates picked by the RDU sampler, and on 10% picked at random; TenSet top-1 /
@@ -21,7 +21,7 @@ and every method continues from its own previous model:
   multitask one shared trunk with a head per platform, retrained each step on every platform's
             data so far (needs all old data; grows by one head per platform)
 After each step every model is scored (top-1) on every platform's held-out models: the
-forgetting matrix. Results: benchmarks/results/continual_<mode>.{json,md}.
+forgetting matrix. Results: research/results/continual_<mode>.{json,md}.
 """
 
 from __future__ import annotations
@@ -274,7 +274,7 @@ def main() -> None:
     started = time.perf_counter()
     result = efficiency(args) if args.mode == "efficiency" else transfer(args)
     result["seconds"] = round(time.perf_counter() - started, 1)
-    command = "python benchmarks/continual.py " + " ".join(sys.argv[1:])
+    command = "python -m research.continual " + " ".join(sys.argv[1:])
     result["command"] = command
     stem = args.results or f"continual_{args.mode}"  # may hold dots ("alpha0.1"): no with_suffix
     (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")

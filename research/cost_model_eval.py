@@ -1,6 +1,6 @@
 """Held-out ranking quality: the student vs TenSet-MLP vs TVM's XGBoost, same records, vs random.
 
-    .venv/bin/python benchmarks/cost_model_eval.py --data data/<platform> [--steps 600] \
+    .venv/bin/python -m research.cost_model_eval --data data/<platform> [--steps 600] \
         [--lr 0.001] [--schedule constant] [--results cost_model_eval]
 
 Every learned model sees only the card's train split; scores are TenSet's top-1 / top-5 on the
@@ -13,7 +13,7 @@ the exact random-ranking baseline beside them. Rows:
 * TVM's XGBoost (its own features) updated with every train record.
 
 Feature extraction is timed for both encodings (candidates per second, from stored records).
-Writes benchmarks/results/<results>.{json,md} (default cost_model_eval).
+Writes research/results/<results>.{json,md} (default cost_model_eval).
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def main() -> None:
     rows["xgb"] = {**xgb_summary(split["train"], split["eval"], target),
                    "train_seconds": round(time.perf_counter() - started, 1)}
     result = {
-        "command": f"benchmarks/cost_model_eval.py --data {args.data} --steps {args.steps} --seed {args.seed} "
+        "command": f"research/cost_model_eval.py --data {args.data} --steps {args.steps} --seed {args.seed} "
                    f"--lr {args.lr} --schedule {args.schedule} --gain-scale {args.gain_scale:g} --results {args.results}",
         "train_models": [p.name for p in split["train"]], "eval_models": [p.name for p in split["eval"]],
         "train_records": sum(t.size for t in train_trace), "eval_records": sum(t.size for t in eval_trace),

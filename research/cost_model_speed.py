@@ -1,6 +1,6 @@
 """Student size and prediction throughput, features included: candidates per second on this CPU.
 
-    .venv/bin/python benchmarks/cost_model_speed.py [--database data/<platform>/resnet18] [--count 2000] \
+    .venv/bin/python -m research.cost_model_speed [--database data/<platform>/resnet18] [--count 2000] \
         [--configs 64x16x2 32x8x2 64x4x2]
 
 Takes real candidate traces from a collected tuning database (as many as `--count`, repeating
@@ -9,7 +9,7 @@ padding, and `predict` of an (untrained, same cost) student of each size on 1 an
 with each scan: `inplace` (the loop without autograd that scoring uses), `reference` (the same
 loop as training runs it) and `parallel`; each timing is the best of `--repeat`. One round of
 MetaSchedule's evolutionary search scores about 2,000 candidates, so `seconds per 2,000` is
-what a search round pays for the cost model. Writes `benchmarks/results/cost_model_speed.json`.
+what a search round pays for the cost model. Writes `research/results/cost_model_speed.json`.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def main() -> None:
                      "candidates_per_second_with_features": round(args.count / total, 1)})
         print(json.dumps(rows[-1]), flush=True)
     result = {
-        "command": f"benchmarks/cost_model_speed.py --database {database_dir} --count {args.count} --configs {' '.join(args.configs)}"
+        "command": f"research/cost_model_speed.py --database {database_dir} --count {args.count} --configs {' '.join(args.configs)}"
                    f" --repeat {args.repeat}",
         "database": str(database_dir), "candidates": args.count, "cpu": cpu_model_name(), "cores": os.cpu_count(),
         "sequence_length": int(features.shape[1]), "feature_dim": TRACE_FEATURE_DIM,

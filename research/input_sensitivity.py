@@ -1,6 +1,6 @@
 """How much a tuned kernel's run time depends on its input values, which the search never varies.
 
-    .venv/bin/python benchmarks/input_sensitivity.py DATABASE_DIR [--contains erf] \
+    .venv/bin/python -m research.input_sensitivity DATABASE_DIR [--contains erf] \
         [--card data/<platform>/card.json --model vit_block] [--target JSON]
 
 MetaSchedule measures every candidate on inputs filled uniformly from [1, 10)

@@ -1,9 +1,9 @@
 """What each search found, kernel by kernel: weighted sums of the best measured run time per task.
 
-    .venv/bin/python benchmarks/per_task.py benchmarks/results/tcl_vs_xgb_gentle_update.json \
+    .venv/bin/python -m research.per_task research/results/llvm-znver4-2c-3de11c59/tcl_vs_xgb_gentle_update.json \
         --card data/llvm-znver5-2c-c69ac8f7/card.json --model vit_block
 
-`benchmarks/run.py` stores, for every run, the fastest mean run time the search measured for
+`research/run.py` stores, for every run, the fastest mean run time the search measured for
 each task (`best_seconds_per_task`, keyed by workload hash). Weighted by how often each task
 occurs in its model (from a collect card that lists the model's tasks; weight 1 otherwise),
 their sum is the model's latency as the search's own measurements predict it, to set beside

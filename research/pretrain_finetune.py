@@ -1,6 +1,6 @@
 """Does a student pretrained on other CPUs' records rank this CPU's held-out models better once fine-tuned?
 
-    .venv/bin/python benchmarks/pretrain_finetune.py --target data/llvm-znver4-2c-3de11c59 \
+    .venv/bin/python -m research.pretrain_finetune --target data/llvm-znver4-2c-3de11c59 \
         --sources data/llvm-rocketlake-2c-02e6ab9d [data/...] --seed 0 \
         [--target-models bert_layer mlp mobilenet_v1 resnet18] [--steps 2400] [--out FILE.jsonl]
 

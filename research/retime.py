@@ -1,7 +1,7 @@
 """Time a suite run's kept libraries and onnxruntime again, side by side, for as many rounds as asked.
 
     .venv/bin/python -m benchmarks run ... --stem NAME --keep-work     # tunes, times, keeps the libraries
-    .venv/bin/python benchmarks/retime.py NAME [--rounds 20] [--repeats 200]
+    .venv/bin/python -m research.retime NAME [--rounds 20] [--repeats 200]
 
 End-to-end latency of one library moves by 20% and more between runs on a shared 2-core
 machine, more than the difference between two cost models' libraries. This re-times the
@@ -34,7 +34,8 @@ def kept_libraries(work: Path) -> dict[str, dict[str, Path]]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stem", help="the suite run's --stem (run with --keep-work)")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    # the suite's --out, where its results and kept work folders are (benchmarks/results)
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "benchmarks" / "results")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=200, help="samples per engine over all rounds")
     parser.add_argument("--seed", type=int, default=None, help="input seed (default: the suite run's)")

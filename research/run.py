@@ -1,6 +1,6 @@
 """Tune models at several budgets and cost models; record tuned / untuned / onnxruntime latency and tuning time.
 
-    .venv/bin/python benchmarks/run.py [--models tiny_cnn mlp_b8] [--budgets 64 256] \
+    .venv/bin/python -m research.run [--models tiny_cnn mlp_b8] [--budgets 64 256] \
         [--cost-models xgb] [--trials-per-iter 16] [--results pipeline] [--target JSON] [--student PATH]
 
 Models are the examples (tiny_cnn, mlp_b8) and the zoo's held-out models (vit_block,
@@ -52,7 +52,7 @@ def main() -> None:
     results_path = args.out / f"{args.results}.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {"runs": []}
     done = {(r["model"], r["budget"], r["cost_model"]) for r in results["runs"]}
-    results["command"] = " ".join(["benchmarks/run.py", *sys.argv[1:]])
+    results["command"] = " ".join(["research/run.py", *sys.argv[1:]])
     results["machine"] = {"cpu": _cpu_name(), "cores": os.cpu_count(), "python": platform.python_version()}
 
     for model_name, budget, cost_model in [(m, b, c) for m in args.models for b in args.budgets
@@ -99,7 +99,7 @@ def _markdown(results: dict, stem: str) -> str:
         "# Pipeline benchmark: tuned TVM vs untuned TVM vs onnxruntime",
         "",
         f"Machine: {machine['cpu']}, {machine['cores']} cores. Command: "
-        f"`.venv/bin/python {results.get('command', 'benchmarks/run.py --results ' + stem)}`.",
+        f"`.venv/bin/python {results.get('command', 'research/run.py --results ' + stem)}`.",
         "Latency: median ms per call, all three measured in one process on the same inputs.",
         "",
         "| model | cost model | budget | tasks | measured | tuning s | tvm ms | untuned ms | onnxruntime ms | tvm / ort |",

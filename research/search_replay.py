@@ -1,6 +1,6 @@
 """Replay a tuning search offline on collected records: which cost model finds each task's best, and how fast.
 
-    .venv/bin/python benchmarks/search_replay.py --data data/<platform> [--database DIR ...] \
+    .venv/bin/python -m research.search_replay --data data/<platform> [--database DIR ...] \
         --student PATH [--policies tcl tcl:steps=0 xgb random] [--rounds 4] [--batch 8] \
         [--seeds 0 1 2] [--results search_replay]
 
@@ -26,7 +26,7 @@ Policy specs: `random`, `xgb`, `tcl[:steps=N][:lr=X][:gain=G][:scope=job|task][:
 (defaults are the adapter's and deploy's: 8 steps, lr 1e-4, gain 1, scope job, explore 0.25; `xgb`
 explores 0 as TVM's 0.05 rounds down at a batch of 8; `blend=W` adds W x TVM's XGBoost, trained
 online on the same measurements, to the student's scores, both standardised: an experiment, not
-a cost model the daemon offers). Writes benchmarks/results/<results>.{json,md}.
+a cost model the daemon offers). Writes research/results/<results>.{json,md}.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cost_model_eval import database_groups  # noqa: E402
+from research.cost_model_eval import database_groups  # noqa: E402
 from tcl_core import tuning, tvm_api  # noqa: E402
 from tcl_core.records import card_weights  # noqa: E402
 from tcl_core.train import split_databases  # noqa: E402
@@ -231,7 +231,7 @@ def main() -> None:
                              "found_seconds": found[-1]})
                 print(json.dumps({k: rows[-1][k] for k in ("policy", "seed", "job", "seconds")}),
                       [round(r["kernels"], 3) for r in rows[-1]["rounds"]], flush=True)
-    result = {"command": " ".join(["benchmarks/search_replay.py", *sys.argv[1:]]),
+    result = {"command": " ".join(["research/search_replay.py", *sys.argv[1:]]),
               "student": str(args.student), "batch": args.batch,
               "jobs": {job: {"tasks": len(tasks), "candidates": sum(len(t.candidates) for t in tasks),
                              "best_seconds": [t.best for t in tasks], "weights": [t.weight for t in tasks]}

@@ -1,6 +1,6 @@
 """What the `tcl` cost model costs a real search round: its predict calls recorded in a tuning run, then replayed.
 
-    .venv/bin/python benchmarks/search_round_cost.py [--model vit_block] [--budget 64] [--population 512] \
+    .venv/bin/python -m research.search_round_cost [--model vit_block] [--budget 64] [--population 512] \
         [--student PATH] [--repeat 3] [--stem search_round_cost]
 
 Tunes `--model` from an empty database through the real pipeline with the `tcl` cost model and
@@ -220,7 +220,7 @@ def main() -> None:
     summary = summarise(events, every_s, cached_s, scored)
     summary["repeated_trace_share"] = repeated_trace_share(events)
     result = {
-        "command": f"benchmarks/search_round_cost.py --model {args.model} --budget {args.budget} "
+        "command": f"research/search_round_cost.py --model {args.model} --budget {args.budget} "
                    f"--population {args.population} --trials-per-iter {args.trials_per_iter} --seed {args.seed} "
                    f"--student {args.student} --repeat {args.repeat} --stem {args.stem}",
         "model": args.model, "budget": args.budget, "population": args.population, "student": str(args.student),

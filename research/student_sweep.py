@@ -1,6 +1,6 @@
 """Student sizes against held-out ranking quality: which configuration ships.
 
-    .venv/bin/python benchmarks/student_sweep.py --data data/<platform> --steps 600 \
+    .venv/bin/python -m research.student_sweep --data data/<platform> --steps 600 \
         --configs 64x16x2 32x8x2 64x4x2 [--seeds 0 1 2] [--train-models resnet18 mlp ...] \
         [--results student_sweep]
 
@@ -11,8 +11,8 @@ points of top-1 here). `--train-models` trains on only these model folders of th
 to see how held-out ranking grows with the number of models learnt from; each run also reports
 its scores on each held-out model alone. `--loss` picks the ranking loss (LambdaRank by default,
 `--gain-scale` its gains; `listwise` with `--temperature`, tcl_core.student). Prediction time is measured separately on an idle machine
-(benchmarks/cost_model_speed.py); this only compares quality and size. Writes
-benchmarks/results/student_sweep.{json,md}.
+(research/cost_model_speed.py); this only compares quality and size. Writes
+research/results/student_sweep.{json,md}.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def main() -> None:
                "top5_by_model": {name: float(np.mean([r["by_model"][name]["top5"] for r in runs]))
                                  for name in eval_by_model}}
         rows.append(row)
-    result = {"command": f"benchmarks/student_sweep.py --data {args.data} --steps {args.steps} "
+    result = {"command": f"research/student_sweep.py --data {args.data} --steps {args.steps} "
                          f"--lr {args.lr} --schedule {args.schedule} "
                          + (f"--gain-scale {args.gain_scale:g} " if args.loss == "lambda" else f"--loss {args.loss} ")
                          + (f"--temperature {args.temperature:g} " if args.loss == "listwise" else "")

@@ -1,6 +1,6 @@
 """Which tasks cost a student its top-k on one model: per-task top-k beside random ranking's.
 
-    .venv/bin/python benchmarks/top_k_by_task.py --data data/<platform> --model mobilenet_v2 \
+    .venv/bin/python -m research.top_k_by_task --data data/<platform> --model mobilenet_v2 \
         --student tcl_core/students/<platform>/student.pt [--k 5] [--top 10]
 
 Scores every task of `--data/--model` with the student and prints one JSON line per task, the

@@ -1,6 +1,6 @@
 """How a student's top-k scores move with the number of candidates measured per task.
 
-    .venv/bin/python benchmarks/top_k_density.py --data data/<platform> --student PATH [--split eval]
+    .venv/bin/python -m research.top_k_density --data data/<platform> --student PATH [--split eval]
         [--sizes 8 16 32 64 128] [--draws 200]
 
 TenSet's tasks hold thousands of candidates; ours hold 32 to 128. Whether top-5 >= 0.95 is out
@@ -9,7 +9,7 @@ question about density, and this answers it on one dataset without measuring any
 every candidate once, then for each size n draw `draws` uniform subsets of n candidates per task
 and report the task-weighted top-1 / top-5 of the student and of a random ranking on the subsets
 (mean and standard deviation over the draws). A task with fewer than n candidates enters whole.
-Writes benchmarks/results/top_k_density_<stem>.{json,md}.
+Writes research/results/top_k_density_<stem>.{json,md}.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def main() -> None:
     if not tasks:
         raise SystemExit("no task with two or more candidates and a successful run")
     scores = score_tasks(open_student(args.student), tasks)
-    command = "benchmarks/top_k_density.py " + " ".join(sys.argv[1:])
+    command = "research/top_k_density.py " + " ".join(sys.argv[1:])
     result = {"command": command, "student": str(args.student), "tasks": len(tasks), "draws": args.draws,
               "candidates_per_task": [min(t.size for t in tasks), max(t.size for t in tasks)],
               "rows": density_curve(scores, [t.run_seconds for t in tasks], [t.weight for t in tasks],

@@ -1,6 +1,6 @@
 """Which tasks make the top-k gap between two students: per-task scores and each task's share.
 
-    .venv/bin/python benchmarks/top_k_gap.py --data data/<platform> --a A.pt [...] --b B.pt [...] [--split eval] [--k 1]
+    .venv/bin/python -m research.top_k_gap --data data/<platform> --a A.pt [...] --b B.pt [...] [--split eval] [--k 1]
 
 A held-out top-k is a weighted mean over a few dozen tasks, and one task's top-1 jumps between
 about 1 and a fraction of it when the candidate ranked first changes. So two students' top-1
@@ -9,7 +9,7 @@ lists each task's top-k for A and B and its contribution to the gap, (B - A) * w
 weight, largest first; the contributions sum to B's top-k minus A's. A 95% interval from
 resampling the tasks says whether the sign would survive another set of tasks. Several students
 per side (`--a X.pt Y.pt --b ...`) are averaged per task, so a gap shared by training seeds
-stands out from one seed's luck. Writes benchmarks/results/top_k_gap_<stem>.json.
+stands out from one seed's luck. Writes research/results/top_k_gap_<stem>.json.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def main() -> None:
                       np.array([t.weight for t in tasks]), top=args.top)
     for row in result["tasks"]:
         row["workload"], row["candidates"] = tasks[row["task"]].workload_hash, tasks[row["task"]].size
-    result = {"command": "benchmarks/top_k_gap.py " + " ".join(sys.argv[1:]), "k": args.k,
+    result = {"command": "research/top_k_gap.py " + " ".join(sys.argv[1:]), "k": args.k,
               "a": [str(p) for p in args.a], "b": [str(p) for p in args.b], **result}
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = args.results or args.data.name

@@ -1,13 +1,13 @@
 """How much a collected dataset's top-k scores can say: how far each task's best stands out.
 
-    .venv/bin/python benchmarks/top_k_headroom.py --data data/<platform> [--split eval]
+    .venv/bin/python -m research.top_k_headroom --data data/<platform> [--split eval]
 
 TenSet's top-k divides the best throughput among the k highest-ranked candidates by the best of
 all. With few candidates per task the best is often a lone outlier, and then top-k is close to
 "did the model put that one candidate in its top k". This prints, for the split's tasks
 (weighted as top-k weights them): candidates per task, the score a model would get by always
 ranking the second-best candidate first (and the fifth-best), and the tasks where the runner-up
-is far behind. No model is involved; writes benchmarks/results/top_k_headroom_<platform>.json.
+is far behind. No model is involved; writes research/results/top_k_headroom_<platform>.json.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     tasks = load_split(split_databases(args.data)[args.split])
-    result = {"command": f"benchmarks/top_k_headroom.py --data {args.data} --split {args.split}",
+    result = {"command": f"research/top_k_headroom.py --data {args.data} --split {args.split}",
               **headroom(tasks, far=args.far)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"top_k_headroom_{args.data.name}.json").write_text(json.dumps(result, indent=2) + "\n")
