@@ -231,3 +231,38 @@ def _with_fixed_input_shapes(model: onnx.ModelProto, inputs: tuple[TensorInfo, .
                 dim.Clear()
                 dim.dim_value = size
     return fixed
+
+
+def describe_nodes(model: onnx.ModelProto, op_types: set[str], at_most: int = 3) -> str:
+    """Where `op_types` occur: op, domain and opset, node name, input shapes; for a report or a workaround.
+
+    `Frobnicate (com.example opset 1) at node 'n0', inputs x float32[2, 3]`; shapes from onnx's
+    shape inference, `?` where it cannot tell.
+    """
+    opsets = {entry.domain or "ai.onnx": entry.version for entry in model.opset_import}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # a model shape inference chokes on still gets its ops named
+        inferred = model
+    known = {v.name: v for v in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]}
+    known.update({init.name: init for init in inferred.graph.initializer})
+
+    def shape_of(name: str) -> str:
+        value = known.get(name)
+        if isinstance(value, onnx.TensorProto):
+            return f"{onnx.helper.tensor_dtype_to_np_dtype(value.data_type)}{list(value.dims)}"
+        if value is None or not value.type.HasField("tensor_type"):
+            return "?"
+        tensor = value.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim]
+        return f"{onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)}[{', '.join(map(str, dims))}]"
+
+    found = [node for node in model.graph.node if node.op_type in op_types]
+    parts = []
+    for node in found[:at_most]:
+        domain = node.domain or "ai.onnx"
+        inputs = ", ".join(f"{name} {shape_of(name)}" for name in node.input if name)
+        where = f"node '{node.name}'" if node.name else f"node #{list(model.graph.node).index(node)} (unnamed)"
+        parts.append(f"{node.op_type} ({domain} opset {opsets.get(domain, '?')}) at {where}, inputs {inputs}")
+    more = f" (and {len(found) - at_most} more)" if len(found) > at_most else ""
+    return "; ".join(parts) + more

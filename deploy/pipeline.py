@@ -54,8 +54,7 @@ def run_pipeline(
     # Candidates, verification and timing all run on the threads the library will deploy with: the
     # runner's worker is started on them; this process's TVM runs TVM_NUM_THREADS (default: all cores).
     threads = options.threads or int(target_dict.get("num-cores") or os.cpu_count() or 1)
-    lowered = _guard("TVM could not import the model", lambda: import_and_lower(
-        spec.model, target, options, shape_dict=spec.shape_dict, dtype_dict=spec.dtype_dict))
+    lowered = _import(spec, target, options)
     key = records_key(platform, threads, target_dict.get("num-cores"), flush_caches=options.flush_caches)
     database = tvm_api.open_database(database_dir(Path(state_dir), key))
     try:
@@ -145,6 +144,19 @@ def advice(latency: Latency, kernels: list[Kernel], threads: int) -> str | None:
             + "; more trials, or onnxruntime for this model")
 
 
+def _import(spec: intake.ModelSpec, target, options: TuningOptions):
+    """import_and_lower, or a one-line PipelineError; ops TVM's frontend lacks are named with where they occur."""
+    try:
+        return import_and_lower(spec.model, target, options, shape_dict=spec.shape_dict, dtype_dict=spec.dtype_dict)
+    except Exception as err:
+        message = str(err)
+        if "not supported for frontend ONNX" in message:
+            ops = {op.strip() for op in message.rsplit(":", 1)[-1].strip().splitlines()[0].split(",")}
+            raise PipelineError(f"TVM's ONNX importer lacks {', '.join(sorted(ops))}: "
+                                f"{intake.describe_nodes(spec.model, ops)}") from err
+        raise _pipeline_error("TVM could not import the model", err) from err
+
+
 def _round(value: float | None) -> float | None:
     """4 significant digits: a tiny model's kernels take well under a microsecond."""
     return None if value is None else float(f"{value:.4g}")
@@ -197,7 +209,11 @@ def _guard(what: str, step: Callable):
     except PipelineError:
         raise
     except Exception as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])
-        # TVM's messages end with the useful line; tracebacks come first.
-        detail = next((line for line in reversed(first) if line.strip()), type(err).__name__)
-        raise PipelineError(f"{what}: {type(err).__name__}: {detail.strip()[:300]}") from err
+        raise _pipeline_error(what, err) from err
+
+
+def _pipeline_error(what: str, err: Exception) -> PipelineError:
+    lines = str(err).strip().splitlines() or [type(err).__name__]
+    # TVM's messages end with the useful line; tracebacks come first.
+    detail = next((line for line in reversed(lines) if line.strip()), type(err).__name__)
+    return PipelineError(f"{what}: {type(err).__name__}: {detail.strip()[:300]}")

@@ -79,3 +79,43 @@ def test_a_model_onnxruntime_cannot_run_is_tuned_and_verified_against_its_newer_
     manifest = Manifest.model_validate_json((artifact / "manifest.json").read_text())
     assert manifest.reference.startswith("onnxruntime, converted") and manifest.verification.passed
     assert manifest.latency_ms.onnxruntime > 0
+
+
+def _bad_models(folder: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (file, what its one-line reason must say)."""
+    from onnx import TensorProto, helper
+
+    def save(name: str, nodes, inputs, outputs, opsets=(("", 17),)) -> Path:
+        graph = helper.make_graph(nodes, name, inputs, outputs)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+        model.ir_version = 8
+        onnx.save(model, str(folder / f"{name}.onnx"))
+        return folder / f"{name}.onnx"
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    (folder / "empty.onnx").write_bytes(b"")
+    (folder / "text.onnx").write_text("this is not a model\n")
+    return {
+        "corrupt": (corrupt_onnx(folder / "corrupt.onnx"), "not a readable ONNX file"),
+        "empty": (folder / "empty.onnx", "error: "),
+        "text": (folder / "text.onnx", "error: "),
+        "custom op": (save("custom", [helper.make_node("Frobnicate", ["x"], ["y"], domain="com.example")], [x], [y],
+                           (("", 17), ("com.example", 1))),
+                      "TVM's ONNX importer lacks Frobnicate: Frobnicate (com.example opset 1) at node #0 (unnamed), "
+                      "inputs x float32[2, 3]"),
+        "dynamic shape": (save("dynamic", [helper.make_node("Relu", ["x"], ["y"])],
+                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])], [y]), "n"),
+    }
+
+
+def test_bad_and_unusual_models_end_in_one_error_line_and_no_traceback(tmp_path):
+    for case, (path, reason) in _bad_models(tmp_path).items():
+        result = _run("tune", str(path), "--out", str(tmp_path / "out"), "--trials", "0",
+                      "--state-dir", str(tmp_path / "state"))
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+        others = [line for line in result.stderr.splitlines()
+                  if not line.startswith("error: ") and not line.startswith(f"{path.name}: ")]  # progress lines
+        assert result.returncode == 1 and len(errors) == 1 and reason in errors[0], (case, result.stderr)
+        assert others == [] and "Traceback" not in result.stderr, (case, result.stderr)
+    assert not (tmp_path / "out").exists() or not any(p for p in (tmp_path / "out").iterdir() if not p.name.startswith("."))
