@@ -86,11 +86,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cost-model", default="auto")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timing-repeats", type=int, default=50)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results/<platform>/)")
     parser.add_argument("--stem", default="levers")
     parser.add_argument("--retime", action="store_true",
                         help="time the kept libraries again (an idle machine), replacing the stored timings")
     args = parser.parse_args(argv)
+    from benchmarks.suite import results_dir
+
+    args.out = args.out or results_dir()
     cores = os.cpu_count() or 1
     path = args.out / f"{args.stem}.json"
     results = json.loads(path.read_text()) if path.exists() else {"rows": [], "timed": {}}

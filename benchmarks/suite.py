@@ -167,6 +167,14 @@ def _machine() -> dict:
     return {"cpu": cpu_model_name(), "cores": os.cpu_count(), "python": host.python_version()}
 
 
+def results_dir(target: dict | None = None) -> Path:
+    """`benchmarks/results/<platform>/`: where this machine's results go (one folder per platform)."""
+    from tcl_core import tvm_api
+    from tcl_core.platform import platform_name
+
+    return Path(__file__).parent / "results" / platform_name(target or tvm_api.host_target_dict(), tvm_api.TVM_VERSION)
+
+
 def default_stem(quick: bool, target: dict | None) -> str:
     """`<date>-<platform>[-quick]`, the file stem of a suite's results."""
     from tcl_core import tvm_api
@@ -288,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="keep the libraries and tuning databases in <out>/.work/<stem>/ after timing them")
     parser.add_argument("--retime", action="store_true",
                         help="time the libraries kept by --keep-work again (on an idle machine), replacing the timings")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results/<platform>/)")
     parser.add_argument("--stem", default=None, help="results file stem (default <date>-<platform>[-quick])")
     args = parser.parse_args(argv)
     base = QUICK if args.quick else FULL
@@ -298,6 +306,7 @@ def main(argv: list[str] | None = None) -> None:
                  "cost_models": tuple(args.cost_models) if args.cost_models else None}
     config = SuiteConfig(**{**asdict(base), **{k: v for k, v in overrides.items() if v is not None}})
     stem = args.stem or default_stem(args.quick, config.target)
+    args.out = args.out or results_dir(config.target)
     command = " ".join(["-m benchmarks run", *(argv if argv is not None else sys.argv[2:])])
     results = run_suite(config, args.out, stem, command=command.strip(),
                         log=lambda line: print(line, flush=True), keep_work=args.keep_work or args.retime,

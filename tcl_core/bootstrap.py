@@ -7,7 +7,7 @@ of the student nearest to this platform, and measure only those here. What it pi
 at the other platform's run times. The result is an ordinary collected folder for this platform
 (the same model folders; a card saying where the candidates came from and how long they took),
 ready for `tcl-tuned cost-model train` or for distillation from the nearest student
-(benchmarks/continual.py). Resumable: a task that already holds its share here is skipped.
+(research/continual.py). Resumable: a task that already holds its share here is skipped.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ features. So within a round each trace object is featurised once (`_features`) a
 feature sequence scored once (`_score`); both caches are dropped when the round ends, which keeps
 them to one round's population (MetaSchedule's task scheduler searches every task once before
 it joins any measurement, so updates alone would let them grow over all tasks). In a real
-search (ViT block, 64 trials, population 512; benchmarks/search_round_cost.py) 36% of the
+search (ViT block, 64 trials, population 512; research/search_round_cost.py) 36% of the
 candidates handed to `predict` were a trace object already seen in the round and only 38% were
 sequences not yet scored. Exact: the student reads nothing but the features.
 """

@@ -9,7 +9,7 @@ keeps the orderings the teacher got right wherever the new labels say nothing, s
 transfers is kept without old data, without a head per platform, without growing.
 
 `alpha=0` is plain fine-tuning, and `teacher=None` training from scratch: the baselines the
-distilled student is compared with (benchmarks/continual.py).
+distilled student is compared with (research/continual.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class DistillConfig:
     steps: int = 300            # Adam steps, one labelled task per step
     lr: float = 1e-3
     alpha: float = 0.1          # weight of the distillation term; 0 = fine-tune without distillation
-                                # (0.1 measured best of 1.0 / 0.3 / 0.1: benchmarks/results/continual_transfer*.md)
+                                # (0.1 measured best of 1.0 / 0.3 / 0.1: research/results/cross-platform/continual_transfer*.md)
     temperature: float = 1.0    # softmax temperature over a task's candidates
     seed: int = 0
 

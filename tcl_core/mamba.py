@@ -78,7 +78,7 @@ def selective_scan_sequential(
     sharing the parallel scan's code, so the agreement test checks that too. It holds one step's
     (b, e, n) at a time instead of all l, so it is also the leaner one in memory. Broadcasting,
     addcmul and a product-sum for C_t · h_t measured 1.4-2x faster on 2 cores than the same
-    steps as einsums (benchmarks/cost_model_speed.py).
+    steps as einsums (research/cost_model_speed.py).
     """
     h = u.new_zeros(u.shape[0], u.shape[2], A.shape[1])  # (b, e, n)
     delta_u = (delta * u).unsqueeze(-1)  # (b, l, e, 1)
