@@ -228,8 +228,9 @@ class Daemon:
             log.info("job %d: queued %s (sha256 %s)", job.id, path.name, sha256[:8])
             return
         known = self.queue.by_sha256(sha256)
-        if known is not None and known.path != path:
-            log.info("%s has the content of job %d (%s, %s): not queued again", path.name, known.id, known.path.name, known.state)
+        if known is not None and known.path != path and self.queue.add_duplicate(path, sha256):
+            log.info("%s has the content of job %d (%s, %s): not tuned again; the status file shows it as a "
+                     "duplicate of %s", path.name, known.id, known.path.name, known.state, known.name)
 
     def _refuse_link(self, path: Path) -> None:
         try:
@@ -362,7 +363,11 @@ class Daemon:
         """Rewrite the status file when anything changed, or when the heartbeat is due."""
         if self._queue is None:
             return  # nothing honest to report before the queue opened
-        models = [_entry(job) for job in self._queue.all_jobs()]
+        jobs = self._queue.all_jobs()
+        by_content = {job.sha256: job for job in jobs}
+        models = [_entry(job) for job in jobs] + [
+            _entry(by_content[sha256], name=name, duplicate_of=by_content[sha256].name, queued_at=seen_at)
+            for name, sha256, seen_at in self._queue.duplicates() if sha256 in by_content]
         content = (self._state, self.watcher.mode, models, self._platforms)
         if not force and content == self._last_published and now - self._last_write_at < self.config.heartbeat_seconds:
             return
@@ -382,9 +387,12 @@ class Daemon:
         self._last_published, self._last_write_at = content, now
 
 
-def _entry(job: Job) -> ModelEntry:
+def _entry(job: Job, *, name: str | None = None, duplicate_of: str | None = None,
+           queued_at: datetime | None = None) -> ModelEntry:
+    """The status entry of a job; of a duplicate file (`name`), the job's progress under that name."""
     return ModelEntry(
-        name=job.name,
+        name=name or job.name,
+        duplicate_of=duplicate_of,
         sha256=job.sha256,
         state=job.state,
         trials_done=job.trials_done,
@@ -393,6 +401,6 @@ def _entry(job: Job) -> ModelEntry:
         latency_ms=job.latency_ms,
         error=job.error,
         warning=job.warning,
-        queued_at=job.queued_at,
+        queued_at=queued_at or job.queued_at,
         updated_at=job.updated_at,
     )

@@ -24,7 +24,7 @@ from deploy.artifact import Latency
 from deploy.intake import sha256_of, symlink_refusal
 from deploy.options import Stage
 
-SCHEMA_VERSION = 2  # 2: warning
+SCHEMA_VERSION = 3  # 2: warning; 3: duplicates (the same content dropped under another name)
 RUNNING_STAGES: tuple[Stage, ...] = ("tuning", "building", "verifying")
 
 _SCHEMA = """
@@ -46,6 +46,15 @@ CREATE TABLE IF NOT EXISTS jobs (
     started_at TEXT,
     finished_at TEXT,
     updated_at TEXT NOT NULL
+)
+"""
+# A file whose content a job already has: shown under its own name, pointing at that job.
+_DUPLICATES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS duplicates (
+    path TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    seen_at TEXT NOT NULL
 )
 """
 
@@ -95,9 +104,10 @@ class JobQueue:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a job marked done stays done after a power cut
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, SCHEMA_VERSION):
+        if version not in (0, 1, 2, SCHEMA_VERSION):
             raise RuntimeError(f"{self.db_path}: job schema {version}, this daemon knows {SCHEMA_VERSION}")
         self._db.execute(_SCHEMA)
+        self._db.execute(_DUPLICATES_SCHEMA)
         if "warning" not in {row["name"] for row in self._db.execute("PRAGMA table_info(jobs)")}:
             self._db.execute("ALTER TABLE jobs ADD COLUMN warning TEXT")  # a schema 1 queue keeps its jobs
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -174,6 +184,17 @@ class JobQueue:
         """The oldest queued job: first dropped, first tuned."""
         row = self._db.execute("SELECT * FROM jobs WHERE state='queued' ORDER BY id LIMIT 1").fetchone()
         return None if row is None else _job(row)
+
+    def add_duplicate(self, path: Path, sha256: str) -> bool:
+        """Record `path` as another name for the content `sha256`; False if it was recorded before."""
+        cursor = self._db.execute("INSERT OR IGNORE INTO duplicates (path, name, sha256, seen_at) VALUES (?, ?, ?, ?)",
+                                  (str(path), Path(path).stem, sha256, _now()))
+        return cursor.rowcount == 1
+
+    def duplicates(self) -> list[tuple[str, str, datetime]]:
+        """(name, sha256, seen_at) of every file recorded as a duplicate, oldest first."""
+        rows = self._db.execute("SELECT name, sha256, seen_at FROM duplicates ORDER BY seen_at, path")
+        return [(row["name"], row["sha256"], datetime.fromisoformat(row["seen_at"])) for row in rows]
 
     def all_jobs(self) -> list[Job]:
         return [_job(row) for row in self._db.execute("SELECT * FROM jobs ORDER BY id")]

@@ -56,6 +56,9 @@ class ModelEntry(BaseModel):
         "what limits the result, else null: while tuning, that the trials cannot reach every task; once done, "
         "how many tasks were left with TVM's default schedule (the manifest's warnings) and, where onnxruntime "
         "is faster, the manifest's advice (by how much, and the kernels that take the time)"))
+    duplicate_of: str | None = Field(None, description=(
+        "set when this file's bytes were already dropped under another name: that model's name; this entry "
+        "then shows that job's progress and artifact (the content is tuned once)"))
     queued_at: datetime
     updated_at: datetime
 

@@ -51,6 +51,8 @@ THREADS_NOTE = ("tvm and onnxruntime were timed on the same threads (the manifes
 def _last_column(model) -> Text:
     """The artifact or the error, then the warning on its own line."""
     text = Text(model.error or model.artifact_dir or "")
+    if getattr(model, "duplicate_of", None):
+        text.append(("\n" if text else "") + f"same content as {model.duplicate_of}: tuned once", style="cyan")
     if model.warning:
         text.append(("\n" if text else "") + f"warning: {model.warning}", style="yellow")
     return text

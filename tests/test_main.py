@@ -75,7 +75,12 @@ def test_duplicate_content_is_not_queued_again(daemon_factory):
     _drop(Path("second.onnx"), b"same bytes", watch)
     _drop(Path("third.onnx"), b"other bytes", watch)  # events arrive in order: third after second
     step_until(daemon, lambda: _state_of(daemon, "third") == "done")
-    assert list(_models(daemon)) == ["first", "third"]
+    models = _models(daemon)
+    assert list(models) == ["first", "third", "second"]  # jobs first, then the files that share a job
+    second = models["second"]
+    assert second.duplicate_of == "first" and second.state == "done" and second.sha256 == models["first"].sha256
+    assert second.artifact_dir == models["first"].artifact_dir is not None
+    assert models["first"].duplicate_of is None and models["third"].duplicate_of is None
 
 
 def test_crashing_worker_fails_the_job_and_the_daemon_goes_on(daemon_factory):

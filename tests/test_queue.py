@@ -82,7 +82,7 @@ def test_database_uses_wal_and_a_schema_version(tmp_path):
     JobQueue.open(tmp_path / "state").close()
     db = sqlite3.connect(tmp_path / "state" / "jobs.sqlite3")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
 
 
 def test_a_warning_is_kept_while_running_and_replaced_by_the_outcomes(tmp_path, model):
@@ -123,7 +123,7 @@ def test_a_schema_1_queue_keeps_its_jobs_and_gains_the_warning_column(tmp_path, 
     jobs.set_warning(job.id, "short")
     assert jobs.get(job.id).warning == "short"
     jobs.close()
-    assert sqlite3.connect(state / "jobs.sqlite3").execute("PRAGMA user_version").fetchone()[0] == 2
+    assert sqlite3.connect(state / "jobs.sqlite3").execute("PRAGMA user_version").fetchone()[0] == 3
 
 
 def test_input_problem_names_missing_and_changed_files(tmp_path, model):
@@ -159,3 +159,13 @@ def test_an_unreadable_queue_file_is_moved_aside_and_a_fresh_queue_starts(tmp_pa
     if garbage:  # an empty file is a valid empty database to SQLite
         assert jobs.recovered_from is not None and jobs.recovered_from.read_bytes() == garbage
     assert jobs.enqueue(model, sha256_of(model)) is not None and len(jobs.all_jobs()) == 1
+
+
+def test_a_duplicate_name_is_recorded_once_and_survives_a_reopen(tmp_path):
+    jobs = JobQueue.open(tmp_path / "state")
+    assert jobs.add_duplicate(tmp_path / "watch" / "copy.onnx", "ab" * 32)
+    assert not jobs.add_duplicate(tmp_path / "watch" / "copy.onnx", "ab" * 32)  # the same file seen again
+    jobs.close()
+    reopened = JobQueue.open(tmp_path / "state")
+    [(name, sha256, seen_at)] = reopened.duplicates()
+    assert (name, sha256) == ("copy", "ab" * 32) and seen_at.tzinfo is not None
