@@ -167,3 +167,25 @@ def test_lever_table_orders_rows_and_times_a_repeated_program_once():
     assert [line.split(" | ")[1] for line in lines] == [
         "baseline (1 thread)", "+ threads", "+ fast math (the same program as + threads: not tuned again)"]
     assert lines[0].endswith("| 3.0000 | 2.0000 | 1.50x |") and lines[2].endswith("| 1.0000 | 2.0000 | 0.50x |")
+
+
+def test_onnx_backend_runs_a_shipped_model_both_ways_and_compares_with_its_shipped_outputs():
+    """test_Linear (Gemm at opset 6): plain tvm.compile and the pipeline both verify against the shipped outputs."""
+    import numpy as np
+
+    from benchmarks import onnx_backend
+
+    (folder,) = [f for f in onnx_backend.cases(("pytorch-converted",)) if f.name == "test_Linear"]
+    row = onnx_backend.run_case(str(folder))
+    assert row["plain"] == {"stage": "verified"}
+    assert row["pipeline"]["stage"] == "verified" and row["pipeline"]["reference"].startswith("onnxruntime, converted")
+    assert onnx_backend._compare([np.ones(3)], [np.ones(3)]) is None
+    assert onnx_backend._compare([np.ones(3)], [np.zeros(3)]) == "output 0: 3 of 3 values differ"
+    assert "shape" in onnx_backend._compare([np.ones(2)], [np.ones(3)])
+    results = {"command": "-m benchmarks onnx-backend", "onnx": "x", "onnxruntime": "y", "tvm": "z",
+               "sets": ["pytorch-converted"],
+               "cases": {"pytorch-converted/test_Linear": {"set": "pytorch-converted", **row},
+                         "pytorch-converted/test_X": {"set": "pytorch-converted", "plain": {"stage": "verified"},
+                                                      "pipeline": {"stage": "failed", "reason": "why"}}}}
+    text = onnx_backend.markdown(results)
+    assert "| pytorch-converted | 2 | 2 | 1 | 1 | 0 |" in text and "| pytorch-converted/test_X | verified | failed: why |" in text
