@@ -37,6 +37,7 @@ def tune(
     conv_layout: Optional[str] = typer.Option(None, "--conv-layout", help="NHWC (default) or NCHW for 2-D convolutions"),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="TVM and onnxruntime threads (default: the target's num-cores)"),
     flush_caches: Optional[bool] = typer.Option(None, "--flush-caches/--no-flush-caches", help="time candidates with their weights flushed from the CPU caches"),
+    time_budget: Optional[str] = typer.Option(None, "--time-budget", help="tune for at most this long (20m, 1h, 90s), on top of --trials"),
 ) -> None:
     """Tune one model without the daemon; exit code 0 only when the artifact verified."""
     from deploy.errors import PipelineError
@@ -44,7 +45,7 @@ def tune(
 
     overrides: dict = {"trials": trials, "cost_model": cost_model, "student": student, "fast_math": fast_math,
                        "pack_weights": pack_weights, "conv_layout": conv_layout, "threads": threads,
-                       "flush_caches": flush_caches}
+                       "flush_caches": flush_caches, "time_budget": time_budget}
     if tracker is not None or device_key is not None:
         address = _host_port(tracker or "")
         if address is None or device_key is None:

@@ -10,7 +10,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 # 2: cost_model is the resolved one; cost_model_reason, student. 3: tasks_untuned, warnings.
-# 4: threads, fast_math, pack_weights, conv_layout, flush_caches, reference, estimated_ms, top_kernels, advice; onnxruntime timed
+# 4: threads, fast_math, pack_weights, conv_layout, flush_caches, reference, time_budget, stopped_by, estimated_ms,
+#    top_kernels, advice; onnxruntime timed
 #    with `threads` threads (its default's latency beside it).
 MANIFEST_SCHEMA_VERSION = 4
 
@@ -82,6 +83,8 @@ class Manifest(BaseModel):
     tasks_untuned: int = 0           # tasks with no measured schedule after tuning: they run TVM's default
     warnings: list[str] = []         # what limits this result (a budget too small for the tasks), one line each
     tuning_seconds: float
+    time_budget: float | None = None  # seconds the search was allowed, on top of `trials`
+    stopped_by: str | None = None    # what ended the search: "trials", "time budget" or "search"; None: nothing tuned
     threads: int = 1                 # TVM runtime threads the candidates, verification and timing ran on (TVM_NUM_THREADS)
     fast_math: bool = False          # polynomial erf / exp / tanh / softmax in place of libm's
     pack_weights: bool = False       # constant weights pre-packed into the tuned layout at build time

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # "auto" is resolved per job by tcl_core.students.choose_cost_model: the TCL student stored for the
 # job's platform, else the nearest one of the same CPU family, else XGBoost. The rest are mapped in tcl_core.tuning.make_cost_model.
@@ -53,10 +53,30 @@ class RunnerOptions(BaseModel):
         return {"kind": "rpc", "tracker": f"{self.tracker_host}:{self.tracker_port}", "device_key": self.device_key}
 
 
+def parse_duration(value: object) -> object:
+    """"20m" / "1h" / "90s" / "1h30m" -> seconds; numbers pass through; anything else is left for pydantic to refuse."""
+    if not isinstance(value, str):
+        return value
+    import re
+
+    text = value.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*(h|m|s)", text)
+    if not parts or re.sub(r"\d+(?:\.\d+)?\s*[hms]", "", text).strip():
+        raise ValueError(f"{value!r} is not a duration (write 20m, 1h, 90s or 1h30m)")
+    return sum(float(number) * {"h": 3600, "m": 60, "s": 1}[unit] for number, unit in parts)
+
+
 class TuningOptions(BaseModel):
     """How one model is tuned, built and verified (the `[tuning]` table of the daemon config)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @field_validator("time_budget", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        return parse_duration(value)
 
     trials: int = Field(64, ge=0, description="measured candidates over all tasks; 0 builds untuned")
     target: dict[str, Any] | None = Field(None, description="TVM target dict; None means this host's CPU")
@@ -77,6 +97,9 @@ class TuningOptions(BaseModel):
     conv_layout: Literal["NCHW", "NHWC"] = Field("NHWC", description=(
         "layout 2-D convolutions are tuned and built in; NHWC measured 1.6-1.8x faster on MobileNetV2 "
         "and the ViT block (README, 'What makes the library fast')"))
+    time_budget: float | None = Field(None, gt=0, description=(
+        "seconds of tuning at most, on top of `trials` (\"20m\", \"1h\", \"90s\" or a number of seconds); "
+        "the search stops after the batch that crosses it"))
     flush_caches: bool = Field(False, description=(
         "time candidates run by run with their weights flushed from the CPU caches, as in a run of the "
         "whole model, instead of back to back with everything hot (MetaSchedule's default)"))

@@ -78,6 +78,7 @@ def run_pipeline(
         rpc=runner.model_dump() if runner.kind == "rpc" else None,
         threads=threads,
         flush_caches=options.flush_caches,
+        time_budget=options.time_budget,
     ))
 
     on_progress(Progress(stage="building", trials_done=tuning.trials_measured, trials_total=trials))
@@ -100,6 +101,7 @@ def run_pipeline(
             student=choice.student.describe() if choice.student else None, explore=explore, trials=trials,
             trials_measured=tuning.trials_measured, tasks=tuning.tasks, tasks_reused=tuning.tasks_reused,
             tasks_untuned=tuning.tasks_untuned, warnings=warnings, reference=reference.name,
+            time_budget=options.time_budget, stopped_by=_stopped_by(tuning, trials),
             runner=runner.describe(),
             tuning_seconds=round(tuning.seconds, 3), threads=threads, fast_math=options.fast_math,
             pack_weights=options.pack_weights, conv_layout=options.conv_layout, flush_caches=options.flush_caches,
@@ -120,11 +122,21 @@ def import_and_lower(model, target, options: TuningOptions, *, shape_dict=None, 
                                     conv_layout=options.conv_layout)
 
 
+def _stopped_by(tuning: TuningResult, trials: int) -> str | None:
+    """What ended the search: "time budget", "trials", or "search" (no task had new candidates); None: nothing tuned."""
+    if tuning.trials_measured == 0 and not tuning.out_of_time:
+        return None
+    if tuning.out_of_time:
+        return "time budget"
+    return "trials" if tuning.trials_measured >= trials else "search"
+
+
 def _warnings(tuning: TuningResult, trials: int, threads: int, threads_here: int) -> list[str]:
     """What the manifest's reader should know: tasks the budget left untuned, timings on other threads."""
     warnings = []
     if trials > 0 and tuning.tasks_untuned:
-        why = (f"the {trials} trials ran out before the search reached them" if tuning.trials_measured >= trials
+        why = ("the time budget ran out before the search reached them" if tuning.out_of_time
+               else f"the {trials} trials ran out before the search reached them" if tuning.trials_measured >= trials
                else "none of their candidates built and ran")
         warnings.append(f"{tuning.tasks_untuned} of {tuning.tasks} tasks run TVM's default schedule, untuned: {why}")
     if threads_here != threads:

@@ -45,6 +45,7 @@ class TuningResult:
     tasks_untuned: int  # tasks to tune that ended with no measured record: they keep TVM's default schedule
     trials_measured: int
     seconds: float
+    out_of_time: bool = False  # the time budget ended the search before the trial budget did
 
 
 def plan_tuning(lowered, target, *, database, trials_per_iter: int) -> TuningPlan:
@@ -90,13 +91,14 @@ def tune_module(
     rpc: dict | None = None,
     threads: int | None = None,
     flush_caches: bool = False,
+    time_budget: float | None = None,
 ) -> TuningResult:
     """Tune the plan's fresh tasks; count those that still have no record (and so no tuned schedule)."""
     started = time.perf_counter()
     tasks, fresh = plan.tasks, plan.fresh
-    measured = 0
+    measured, out_of_time = 0, False
     if fresh and trials > 0:
-        measured = tuning.tune(
+        measured, out_of_time = tuning.tune(
             tasks=fresh,
             target=target,
             database=database,
@@ -117,10 +119,11 @@ def tune_module(
             rpc=rpc,
             threads=threads,
             flush_caches=flush_caches,
+            seconds=time_budget,
         )
     untuned = sum(1 for task in fresh if tvm_api.count_records(database, task.dispatched[0], 1) == 0)
     return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh), tasks_untuned=untuned,
-                        trials_measured=measured, seconds=time.perf_counter() - started)
+                        trials_measured=measured, seconds=time.perf_counter() - started, out_of_time=out_of_time)
 
 
 

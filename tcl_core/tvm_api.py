@@ -325,16 +325,31 @@ def tracker_summary(host: str, port: int) -> dict[str, Any]:
 
 @derived_object
 class _CountMeasured(ms.measure_callback.PyMeasureCallback):
-    """Reports the running count of measured candidates after every batch."""
+    """Reports the running count of measured candidates after every batch; ends the run at `deadline`.
 
-    def __init__(self, on_measured: ProgressCallback) -> None:
+    MetaSchedule has no time limit. Past the deadline (time.monotonic()), every task with no batch
+    in flight is terminated, and each task still in flight when its batch comes back, so the
+    scheduler runs out of tasks and returns with everything measured so far in the database.
+    """
+
+    def __init__(self, on_measured: ProgressCallback, deadline: float | None = None) -> None:
         super().__init__()
         self.on_measured = on_measured
+        self.deadline = deadline
         self.count = 0
+        self.out_of_time = False
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
+        import time
+
         self.count += len(runner_results)
         self.on_measured(self.count)
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.out_of_time = True
+            for index, record in enumerate(task_scheduler.tasks_):
+                # the task just joined is cleaned up after its callbacks; others in flight come back later
+                if not record.is_terminated and (index == task_id or record.measure_candidates is None):
+                    task_scheduler.terminate_task(index)
 
 
 def tune_tasks(
@@ -353,12 +368,16 @@ def tune_tasks(
     rpc: dict[str, Any] | None = None,
     threads: int | None = None,
     flush_caches: bool = False,
-) -> int:
-    """Tune `tasks` with MetaSchedule into `database`; returns how many candidates were measured.
+    seconds: float | None = None,
+) -> tuple[int, bool]:
+    """Tune `tasks` with MetaSchedule into `database`; returns (candidates measured, stopped by `seconds`).
 
     `cost_model` and `strategy` come from the caller (tcl_core.tuning names and assembles them).
-    `rpc` measures on a tuning farm (`make_runner`); builds stay on this machine.
+    `rpc` measures on a tuning farm (`make_runner`); builds stay on this machine. `seconds`: a
+    time limit on top of the trial budget, checked after every measured batch.
     """
+    import time
+
     _reset_meta_schedule_logging()
     contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         extracted_tasks=tasks,
@@ -366,7 +385,7 @@ def tune_tasks(
         strategy=strategy,
         seed=seed,
     )
-    counter = _CountMeasured(on_measured)
+    counter = _CountMeasured(on_measured, None if seconds is None else time.monotonic() + seconds)
     ms.tune.tune_tasks(
         tasks=contexts,
         task_weights=weights,
@@ -380,7 +399,7 @@ def tune_tasks(
         cost_model=cost_model,
         measure_callbacks=[*ms.MeasureCallback.create("default"), counter],
     )
-    return counter.count
+    return counter.count, counter.out_of_time
 
 
 def measure_records(

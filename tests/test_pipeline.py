@@ -59,6 +59,7 @@ def test_manifest_records_threads_levers_estimate_and_where_the_time_goes(tuned)
     # candidates ran on the target's cores (test_tvm_api checks the runner's worker); so did verification
     assert manifest.threads == manifest.target["num-cores"] == os.cpu_count() == tvm_api.runtime_threads()
     assert manifest.fast_math and manifest.pack_weights and manifest.conv_layout == "NHWC"
+    assert manifest.stopped_by == "trials" and manifest.time_budget is None and not manifest.flush_caches
     assert manifest.latency_ms.onnxruntime_default_threads > 0
     assert manifest.tasks_untuned == 0 and manifest.estimated_ms > 0
     assert manifest.top_kernels and all(k.ms > 0 and 0 < k.share <= 1 for k in manifest.top_kernels)
@@ -326,3 +327,14 @@ def test_builder_and_runner_workers_killed_mid_tuning_cost_only_their_candidates
     )
     assert killed  # there were workers to kill
     assert manifest.verification.passed and manifest.trials_measured == 12
+
+
+def test_a_time_budget_stops_the_search_and_the_manifest_says_so(tmp_path):
+    manifest = run_pipeline(
+        tiny_mlp_onnx(tmp_path / "mlp.onnx", seed=7), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+        options=TuningOptions(trials=100_000, time_budget="10s", cost_model="random", **FAST),
+    )
+    assert manifest.stopped_by == "time budget" and manifest.time_budget == 10
+    assert 0 < manifest.trials_measured < 100_000 and manifest.verification.passed
+    # the batch that crosses the limit finishes, no more (worker start-up and the first batch take a while)
+    assert manifest.tuning_seconds < 10 + 90
