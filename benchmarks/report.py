@@ -101,17 +101,21 @@ def markdown(results: dict, stem: str) -> str:
         f"({results.get('seconds', 0) / 60:.0f} min). Every model tuned from an empty database, seed "
         f"{config['seed']}, {_budget_words(config)}, {config['trials_per_iter']} per round, population "
         f"{config.get('population', 512)}, one cost model at a "
-        f"time. Machine peak: {results['peak_gflops']} GFLOP/s (fp32 GEMM 2048, PyTorch, all cores).",
-        "",
-        f"## Tuning time to reach {baseline}'s final latency",
-        "",
-        f"Estimated latency (sum over tasks of weight x best measured) after each round; target: {baseline}'s "
-        f"estimate after its whole budget. Speed-up: {baseline}'s tuning seconds / the seconds to reach it.",
-        "",
-        "| model | cost model | final estimate ms | target ms | trials to target | seconds to target | speed-up |",
-        "|---|---|---|---|---|---|---|",
+        f"time. Machine peak: {results['peak_gflops']} GFLOP/s (fp32 GEMM 2048, PyTorch, all cores)."
+        + (f" Timings retaken on an idle machine (`{results['retime_command']}`)." if results.get("retime_command") else ""),
     ]
-    for model in models:
+    if baseline in cost_models:  # a run of one cost model has nothing to compare tuning speed with
+        lines += [
+            "",
+            f"## Tuning time to reach {baseline}'s final latency",
+            "",
+            f"Estimated latency (sum over tasks of weight x best measured) after each round; target: {baseline}'s "
+            f"estimate after its whole budget. Speed-up: {baseline}'s tuning seconds / the seconds to reach it.",
+            "",
+            "| model | cost model | final estimate ms | target ms | trials to target | seconds to target | speed-up |",
+            "|---|---|---|---|---|---|---|",
+        ]
+    for model in (models if baseline in cost_models else []):
         for row in time_to_target(results, model, baseline):
             lines.append(f"| {model} | {row['cost_model']} | {_fmt(row['final_estimate_ms'], '.4f')} | "
                          f"{row['target_ms']:.4f} | {_fmt(row['trials_to_target'], 'd', 'never')} | "
