@@ -78,7 +78,10 @@ class TuningOptions(BaseModel):
     def _duration(cls, value: object) -> object:
         return parse_duration(value)
 
-    trials: int = Field(64, ge=0, description="measured candidates over all tasks; 0 builds untuned")
+    trials: int | None = Field(None, ge=0, description=(
+        "measured candidates over all tasks; 0 builds untuned; None (the default): `rounds_per_task` "
+        "search rounds for every task to tune, so no task is left on TVM's default schedule"))
+    rounds_per_task: int = Field(2, ge=1, description="with trials unset: search rounds of trials_per_iter per task")
     target: dict[str, Any] | None = Field(None, description="TVM target dict; None means this host's CPU")
     cost_model: CostModelName = "auto"
     student: Path | None = Field(None, description="student file for \"tcl\"; None: the platform's stored one")
@@ -97,9 +100,9 @@ class TuningOptions(BaseModel):
     conv_layout: Literal["NCHW", "NHWC"] = Field("NHWC", description=(
         "layout 2-D convolutions are tuned and built in; NHWC measured 1.6-1.8x faster on MobileNetV2 "
         "and the ViT block (README, 'What makes the library fast')"))
-    time_budget: float | None = Field(None, gt=0, description=(
-        "seconds of tuning at most, on top of `trials` (\"20m\", \"1h\", \"90s\" or a number of seconds); "
-        "the search stops after the batch that crosses it"))
+    time_budget: float | None = Field(1800.0, gt=0, description=(
+        "seconds of tuning at most, on top of `trials` (\"20m\", \"1h\", \"90s\" or a number of seconds; "
+        "default 30 minutes); the search stops after the batch that crosses it"))
     flush_caches: bool = Field(False, description=(
         "time candidates run by run with their weights flushed from the CPU caches, as in a run of the "
         "whole model, instead of back to back with everything hot (MetaSchedule's default)"))

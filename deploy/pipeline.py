@@ -41,7 +41,8 @@ def run_pipeline(
     The sidecar's `trials`, `target` and `runner` override `options`.
     """
     spec = intake.load_model(Path(model_path), limits=options.limits)
-    trials = spec.sidecar.trials if spec.sidecar.trials is not None else options.trials
+    requested = spec.sidecar.trials if spec.sidecar.trials is not None else options.trials
+    trials = requested or 0  # None is sized once the tasks are known
     target_dict = spec.sidecar.target or options.target or tvm_api.host_target_dict()
     name = artifact_name(spec.name, spec.sha256)
     on_progress(Progress(stage="tuning", trials_done=0, trials_total=trials))
@@ -49,7 +50,7 @@ def run_pipeline(
     runner = spec.sidecar.runner or options.runner
     target = _guard("TVM rejected the target", lambda: tvm_api.make_target(target_dict))
     platform = platform_name(target_dict, tvm_api.TVM_VERSION, runner.device_key if runner.kind == "rpc" else None)
-    if runner.kind == "rpc" and trials > 0:
+    if runner.kind == "rpc" and requested != 0:
         check_farm(runner)
     # Candidates, verification and timing all run on the threads the library will deploy with: the
     # runner's worker is started on them; this process's TVM runs TVM_NUM_THREADS (default: all cores).
@@ -64,6 +65,9 @@ def run_pipeline(
     explore = explore_share(options.explore, choice.name)
     plan = _guard("TVM could not extract the tuning tasks", lambda: plan_tuning(
         lowered, target, database=database, trials_per_iter=options.trials_per_iter))
+    if requested is None:
+        trials = options.rounds_per_task * options.trials_per_iter * len(plan.fresh)
+        on_progress(Progress(stage="tuning", trials_done=0, trials_total=trials))
     shortfall = budget_shortfall(len(plan.fresh), trials, options.trials_per_iter)
     if shortfall:
         on_progress(Progress(stage="tuning", trials_done=0, trials_total=trials, warning=shortfall))

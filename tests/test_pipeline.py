@@ -338,3 +338,13 @@ def test_a_time_budget_stops_the_search_and_the_manifest_says_so(tmp_path):
     assert 0 < manifest.trials_measured < 100_000 and manifest.verification.passed
     # the batch that crosses the limit finishes, no more (worker start-up and the first batch take a while)
     assert manifest.tuning_seconds < 10 + 90
+
+
+def test_without_trials_every_task_gets_its_rounds(tmp_path):
+    assert TuningOptions().trials is None and TuningOptions().time_budget == 1800
+    manifest = run_pipeline(
+        tiny_mlp_onnx(tmp_path / "mlp.onnx", seed=8), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
+        options=TuningOptions(cost_model="random", rounds_per_task=1, trials_per_iter=4, population=32, timing_repeats=3),
+    )
+    assert manifest.trials == 4 * manifest.tasks and manifest.tasks_untuned == 0 and manifest.warnings == []
+    assert manifest.stopped_by in ("trials", "search") and manifest.time_budget == 1800
