@@ -172,6 +172,8 @@ def _budget_words(config: dict) -> str:
 def against_onnxruntime(results: dict) -> list[str]:
     """Per model and cost model: budget, tuning time, the library against onnxruntime on equal threads, the advice."""
     lines = ["## The library against onnxruntime on equal threads", "",
+             "tvm and onnxruntime: the side-by-side timing above. advice: the manifest's line, from the job's own "
+             "timing when the library was built (not retimed).", "",
              "| model | cost model | tasks | trials | tuning min | estimate ms | tvm ms | onnxruntime ms | tvm / ort | advice |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for run in results["runs"]:

@@ -195,6 +195,7 @@ def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, lo
     """
     from tcl_core import tvm_api
 
+    keep_work = keep_work or retime  # the libraries timed again stay for the next time
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{stem}.json"
     results = json.loads(path.read_text()) if path.exists() else {"runs": [], "models": {}}

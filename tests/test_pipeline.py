@@ -59,7 +59,7 @@ def test_manifest_records_threads_levers_estimate_and_where_the_time_goes(tuned)
     # candidates ran on the target's cores (test_tvm_api checks the runner's worker); so did verification
     assert manifest.threads == manifest.target["num-cores"] == os.cpu_count() == tvm_api.runtime_threads()
     assert manifest.fast_math and manifest.pack_weights and manifest.conv_layout == "NHWC"
-    assert manifest.stopped_by == "trials" and manifest.time_budget is None and not manifest.flush_caches
+    assert manifest.stopped_by == "trials" and manifest.time_budget == 1800 and not manifest.flush_caches
     assert manifest.latency_ms.onnxruntime_default_threads > 0
     assert manifest.tasks_untuned == 0 and manifest.estimated_ms > 0
     assert manifest.top_kernels and all(k.ms > 0 and 0 < k.share <= 1 for k in manifest.top_kernels)
@@ -189,7 +189,8 @@ def test_a_task_that_runs_out_of_candidates_leaves_its_budget_to_the_others(tmp_
     # measure 4 x 5 + 1 = 21 of the 24 trials asked for.
     manifest = run_pipeline(
         write_example("tiny_cnn", tmp_path / "cnn.onnx"), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
-        options=TuningOptions(trials=24, cost_model="random", trials_per_iter=4, population=32, timing_repeats=3),
+        options=TuningOptions(trials=24, cost_model="random", trials_per_iter=4, population=32, timing_repeats=3,
+                              conv_layout="NCHW"),  # NCHW: tiny_cnn's five tasks, no input transpose
     )
     assert manifest.tasks == 5 and manifest.trials_measured >= 24 and manifest.verification.passed
 
@@ -198,7 +199,8 @@ def test_a_budget_short_of_a_round_per_task_warns_before_tuning_and_the_manifest
     progress = []
     manifest = run_pipeline(
         write_example("tiny_cnn", tmp_path / "cnn.onnx"), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
-        options=TuningOptions(trials=8, cost_model="random", trials_per_iter=4, population=32, timing_repeats=3),
+        options=TuningOptions(trials=8, cost_model="random", trials_per_iter=4, population=32, timing_repeats=3,
+                              conv_layout="NCHW"),  # NCHW: tiny_cnn's five tasks, no input transpose
         on_progress=progress.append,
     )
     warned = [p for p in progress if p.warning]
