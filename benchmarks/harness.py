@@ -84,7 +84,9 @@ def tune_once(
         options=TuningOptions(trials=budget, cost_model=pipeline_cost_model, timing_repeats=timing_repeats,
                               trials_per_iter=trials_per_iter, population=population, target=target, seed=seed,
                               student=student if uses_student else None,
-                              rdu_fraction=rdu_fraction if with_rdu else 0.0, explore=explore, **(levers or {})),
+                              rdu_fraction=rdu_fraction if with_rdu else 0.0, explore=explore,
+                              # a benchmark spends its whole budget: no early stop, so cost models compare
+                              **{"patience_rounds": None, "time_budget": None, **(levers or {})}),
     )
     wall = time.perf_counter() - started
     measurements = measurement_order(database_dir(root / "state", records_key(

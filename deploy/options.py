@@ -103,6 +103,9 @@ class TuningOptions(BaseModel):
     time_budget: float | None = Field(1800.0, gt=0, description=(
         "seconds of tuning at most, on top of `trials` (\"20m\", \"1h\", \"90s\" or a number of seconds; "
         "default 30 minutes); the search stops after the batch that crosses it"))
+    patience_rounds: int | None = Field(3, ge=1, description=(
+        "stop once this many rounds per task in a row improved no task's best time by 1% (further search "
+        "is unlikely to pay); None: search until the trials or the time budget run out"))
     flush_caches: bool = Field(False, description=(
         "time candidates run by run with their weights flushed from the CPU caches, as in a run of the "
         "whole model, instead of back to back with everything hot (MetaSchedule's default)"))

@@ -83,6 +83,7 @@ def run_pipeline(
         threads=threads,
         flush_caches=options.flush_caches,
         time_budget=options.time_budget,
+        patience_rounds=options.patience_rounds,
     ))
 
     on_progress(Progress(stage="building", trials_done=tuning.trials_measured, trials_total=trials))
@@ -127,11 +128,12 @@ def import_and_lower(model, target, options: TuningOptions, *, shape_dict=None, 
 
 
 def _stopped_by(tuning: TuningResult, trials: int) -> str | None:
-    """What ended the search: "time budget", "trials", or "search" (no task had new candidates); None: nothing tuned."""
-    if tuning.trials_measured == 0 and not tuning.out_of_time:
+    """What ended the search: "trials", "time budget", "converged" (rounds without a gain), or "search"
+    (no task had new candidates); None: nothing was tuned."""
+    if tuning.stopped_early:
+        return tuning.stopped_early
+    if tuning.trials_measured == 0:
         return None
-    if tuning.out_of_time:
-        return "time budget"
     return "trials" if tuning.trials_measured >= trials else "search"
 
 
@@ -139,7 +141,7 @@ def _warnings(tuning: TuningResult, trials: int, threads: int, threads_here: int
     """What the manifest's reader should know: tasks the budget left untuned, timings on other threads."""
     warnings = []
     if trials > 0 and tuning.tasks_untuned:
-        why = ("the time budget ran out before the search reached them" if tuning.out_of_time
+        why = ("the time budget ran out before the search reached them" if tuning.stopped_early == "time budget"
                else f"the {trials} trials ran out before the search reached them" if tuning.trials_measured >= trials
                else "none of their candidates built and ran")
         warnings.append(f"{tuning.tasks_untuned} of {tuning.tasks} tasks run TVM's default schedule, untuned: {why}")

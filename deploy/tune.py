@@ -45,7 +45,7 @@ class TuningResult:
     tasks_untuned: int  # tasks to tune that ended with no measured record: they keep TVM's default schedule
     trials_measured: int
     seconds: float
-    out_of_time: bool = False  # the time budget ended the search before the trial budget did
+    stopped_early: str | None = None  # "time budget" or "converged": what ended the search before the trials did
 
 
 def plan_tuning(lowered, target, *, database, trials_per_iter: int) -> TuningPlan:
@@ -92,13 +92,14 @@ def tune_module(
     threads: int | None = None,
     flush_caches: bool = False,
     time_budget: float | None = None,
+    patience_rounds: int | None = None,
 ) -> TuningResult:
     """Tune the plan's fresh tasks; count those that still have no record (and so no tuned schedule)."""
     started = time.perf_counter()
     tasks, fresh = plan.tasks, plan.fresh
-    measured, out_of_time = 0, False
+    measured, stopped_early = 0, None
     if fresh and trials > 0:
-        measured, out_of_time = tuning.tune(
+        measured, stopped_early = tuning.tune(
             tasks=fresh,
             target=target,
             database=database,
@@ -120,10 +121,12 @@ def tune_module(
             threads=threads,
             flush_caches=flush_caches,
             seconds=time_budget,
+            patience_rounds=patience_rounds,
         )
     untuned = sum(1 for task in fresh if tvm_api.count_records(database, task.dispatched[0], 1) == 0)
     return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh), tasks_untuned=untuned,
-                        trials_measured=measured, seconds=time.perf_counter() - started, out_of_time=out_of_time)
+                        trials_measured=measured, seconds=time.perf_counter() - started,
+                        stopped_early=stopped_early)
 
 
 

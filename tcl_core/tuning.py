@@ -54,11 +54,11 @@ def make_search_strategy(cost_model_name: str, model: ms.CostModel, *, populatio
 
 
 def tune(*, tasks: list, cost_model: str, population: int, student_path: Path | None = None,
-         rdu_fraction: float = 0.0, explore: float = 0.05, **run: Any) -> tuple[int, bool]:
-    """Tune `tasks` with the named cost model; returns (candidates measured, stopped by the time limit).
+         rdu_fraction: float = 0.0, explore: float = 0.05, **run: Any) -> tuple[int, str | None]:
+    """Tune `tasks` with the named cost model; returns (candidates measured, why it stopped early or None).
 
     `run`: the rest of tcl_core.tvm_api.tune_tasks's arguments (target, database, work_dir,
-    budgets, seed, on_measured, rpc, threads, flush_caches, seconds).
+    budgets, seed, on_measured, rpc, threads, flush_caches, seconds, patience_rounds).
     """
     model = make_cost_model(cost_model, student_path)
     strategy = make_search_strategy(cost_model, model, population=population, explore=explore,

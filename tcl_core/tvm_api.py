@@ -325,27 +325,43 @@ def tracker_summary(host: str, port: int) -> dict[str, Any]:
 
 @derived_object
 class _CountMeasured(ms.measure_callback.PyMeasureCallback):
-    """Reports the running count of measured candidates after every batch; ends the run at `deadline`.
+    """Reports the running count of measured candidates after every batch; ends the run early.
 
-    MetaSchedule has no time limit. Past the deadline (time.monotonic()), every task with no batch
-    in flight is terminated, and each task still in flight when its batch comes back, so the
-    scheduler runs out of tasks and returns with everything measured so far in the database.
+    MetaSchedule has no time limit and no convergence test. Past `deadline` (time.monotonic()),
+    or after `patience` batches in a row that improved no task's best time by 1% or more, every
+    task with no batch in flight is terminated, and each task still in flight when its batch comes
+    back, so the scheduler runs out of tasks and returns with everything measured so far.
     """
 
-    def __init__(self, on_measured: ProgressCallback, deadline: float | None = None) -> None:
+    def __init__(self, on_measured: ProgressCallback, deadline: float | None = None,
+                 patience: int | None = None) -> None:
         super().__init__()
         self.on_measured = on_measured
         self.deadline = deadline
+        self.patience = patience
         self.count = 0
         self.out_of_time = False
+        self.converged = False
+        self._best: dict[int, float] = {}
+        self._without_gain = 0
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
         import time
 
         self.count += len(runner_results)
         self.on_measured(self.count)
+        seconds = [sum(float(s) for s in r.run_secs) / len(r.run_secs) for r in runner_results
+                   if r.error_msg is None and r.run_secs]
+        if seconds and min(seconds) < 0.99 * self._best.get(task_id, float("inf")):
+            self._best[task_id] = min(seconds)
+            self._without_gain = 0
+        else:
+            self._without_gain += 1
         if self.deadline is not None and time.monotonic() >= self.deadline:
             self.out_of_time = True
+        elif self.patience is not None and self._without_gain >= self.patience:
+            self.converged = True
+        if self.out_of_time or self.converged:
             for index, record in enumerate(task_scheduler.tasks_):
                 # the task just joined is cleaned up after its callbacks; others in flight come back later
                 if not record.is_terminated and (index == task_id or record.measure_candidates is None):
@@ -369,12 +385,15 @@ def tune_tasks(
     threads: int | None = None,
     flush_caches: bool = False,
     seconds: float | None = None,
-) -> tuple[int, bool]:
-    """Tune `tasks` with MetaSchedule into `database`; returns (candidates measured, stopped by `seconds`).
+    patience_rounds: int | None = None,
+) -> tuple[int, str | None]:
+    """Tune `tasks` with MetaSchedule into `database`; returns (candidates measured, why it stopped early).
 
     `cost_model` and `strategy` come from the caller (tcl_core.tuning names and assembles them).
     `rpc` measures on a tuning farm (`make_runner`); builds stay on this machine. `seconds`: a
-    time limit on top of the trial budget, checked after every measured batch.
+    time limit on top of the trial budget; `patience_rounds`: stop once that many rounds per task
+    in a row improved no task by 1%. Both are checked after every measured batch; the early stop
+    is "time budget", "converged" or None.
     """
     import time
 
@@ -385,7 +404,8 @@ def tune_tasks(
         strategy=strategy,
         seed=seed,
     )
-    counter = _CountMeasured(on_measured, None if seconds is None else time.monotonic() + seconds)
+    counter = _CountMeasured(on_measured, None if seconds is None else time.monotonic() + seconds,
+                             None if patience_rounds is None else patience_rounds * len(tasks))
     ms.tune.tune_tasks(
         tasks=contexts,
         task_weights=weights,
@@ -399,7 +419,7 @@ def tune_tasks(
         cost_model=cost_model,
         measure_callbacks=[*ms.MeasureCallback.create("default"), counter],
     )
-    return counter.count, counter.out_of_time
+    return counter.count, "time budget" if counter.out_of_time else "converged" if counter.converged else None
 
 
 def measure_records(

@@ -334,7 +334,7 @@ def test_builder_and_runner_workers_killed_mid_tuning_cost_only_their_candidates
 def test_a_time_budget_stops_the_search_and_the_manifest_says_so(tmp_path):
     manifest = run_pipeline(
         tiny_mlp_onnx(tmp_path / "mlp.onnx", seed=7), output_dir=tmp_path / "out", state_dir=tmp_path / "state",
-        options=TuningOptions(trials=100_000, time_budget="10s", cost_model="random", **FAST),
+        options=TuningOptions(trials=100_000, time_budget="10s", patience_rounds=None, cost_model="random", **FAST),
     )
     assert manifest.stopped_by == "time budget" and manifest.time_budget == 10
     assert 0 < manifest.trials_measured < 100_000 and manifest.verification.passed

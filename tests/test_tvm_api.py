@@ -74,3 +74,35 @@ def test_nhwc_keeps_each_clip_fused_with_its_convolution_and_transposes_only_at_
     assert len(convs) == 2 and all("maximum" in name and "minimum" in name for name in convs), names
     # the input into NHWC and the output back to NCHW; nothing between the two convolutions
     assert sum("transpose" in name or "layout_transform" in name for name in names) == 2, names
+
+
+def test_the_measure_callback_stops_every_idle_task_past_the_deadline_or_after_rounds_without_gain():
+    """With fakes for MetaSchedule's scheduler: which tasks get terminated, and why."""
+    import time
+    from types import SimpleNamespace
+
+    from tcl_core.tvm_api import _CountMeasured
+
+    def scheduler():
+        tasks = [SimpleNamespace(is_terminated=False, measure_candidates=None) for _ in range(3)]
+        tasks[2].measure_candidates = ["in flight"]  # comes back later; terminated then
+        return SimpleNamespace(tasks_=tasks, terminate_task=lambda i: setattr(tasks[i], "is_terminated", True))
+
+    def batch(*seconds):
+        return [SimpleNamespace(error_msg=None, run_secs=[s]) for s in seconds]
+
+    seen = []
+    late = _CountMeasured(seen.append, deadline=time.monotonic() - 1)._inst  # the Python side of the FFI object
+    late_scheduler = scheduler()
+    late.apply(late_scheduler, 0, None, None, batch(1e-3, 2e-3))
+    assert seen == [2] and late.out_of_time and not late.converged
+    assert [t.is_terminated for t in late_scheduler.tasks_] == [True, True, False]
+
+    patient = _CountMeasured(seen.append, patience=2)._inst
+    calm = scheduler()
+    patient.apply(calm, 0, None, None, batch(1e-3))       # a first time: a gain
+    patient.apply(calm, 1, None, None, batch(5e-3))       # task 1's first: a gain
+    patient.apply(calm, 0, None, None, batch(0.995e-3))   # under 1% better: no gain
+    assert not patient.converged and not any(t.is_terminated for t in calm.tasks_)
+    patient.apply(calm, 1, None, None, [SimpleNamespace(error_msg="build failed", run_secs=[])])
+    assert patient.converged and [t.is_terminated for t in calm.tasks_] == [True, True, False]
