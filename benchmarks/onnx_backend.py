@@ -137,7 +137,9 @@ def run_case(folder: str) -> dict:
 def markdown(results: dict) -> str:
     rows = results["cases"]
     lines = ["# The onnx package's backend test models through tcl-tuned, untuned", "",
-             f"Command: `.venv/bin/python {results['command']}`; onnx {results['onnx']}, onnxruntime "
+             f"Command: `.venv/bin/python {results['command']}`"
+             + "".join(f", then `{rerun}`" for rerun in results.get("reruns", []))
+             + f"; onnx {results['onnx']}, onnxruntime "
              f"{results['onnxruntime']}, TVM {results['tvm']}. Each model's library runs the shipped inputs and is "
              f"compared with the shipped outputs (atol {ATOL}, rtol {RTOL}). `plain`: TVM's `from_onnx` + "
              "`tvm.compile`; `pipeline`: `run_pipeline` with `trials = 0`.", "",
@@ -167,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks onnx-backend", description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
-    parser.add_argument("--only", nargs="+", default=None, help="model folder names (test_Linear ...)")
+    parser.add_argument("--only", nargs="+", default=None, help="model folder names to run (again): test_Linear ...")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results/<platform>/)")
     parser.add_argument("--stem", default="onnx-backend")
     args = parser.parse_args(argv)
@@ -175,10 +177,16 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{args.stem}.json"
     results = json.loads(path.read_text()) if path.exists() else {"cases": {}}
-    results.update(command=" ".join(["-m benchmarks onnx-backend", *(argv if argv is not None else sys.argv[2:])]),
-                   sets=args.sets, onnx=onnx.__version__, onnxruntime=onnxruntime.__version__, tvm=tvm_api.TVM_VERSION)
-    todo = [f for f in cases(tuple(args.sets)) if (args.only is None or f.name in args.only)
-            and f"{f.parent.name}/{f.name}" not in results["cases"]]
+    command = " ".join(["-m benchmarks onnx-backend", *(argv if argv is not None else sys.argv[2:])])
+    if args.only is None:
+        results["command"] = command
+    else:  # a rerun of some models: the whole run's command stays, the reruns are listed
+        results.setdefault("command", command)
+        results["reruns"] = [*results.get("reruns", []), command]
+    results.update(sets=args.sets, onnx=onnx.__version__, onnxruntime=onnxruntime.__version__, tvm=tvm_api.TVM_VERSION)
+    # --only runs the named models again; otherwise a rerun resumes where the last one stopped
+    todo = [f for f in cases(tuple(args.sets)) if (f.name in args.only if args.only is not None
+                                                   else f"{f.parent.name}/{f.name}" not in results["cases"])]
     context = multiprocessing.get_context("spawn")
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context)
     for index, folder in enumerate(todo, 1):

@@ -55,7 +55,7 @@ def run_pipeline(
     # Candidates, verification and timing all run on the threads the library will deploy with: the
     # runner's worker is started on them; this process's TVM runs TVM_NUM_THREADS (default: all cores).
     threads = options.threads or int(target_dict.get("num-cores") or os.cpu_count() or 1)
-    lowered = _import(spec, target, options)
+    lowered, options, layout_note = _import(spec, target, options)
     key = records_key(platform, threads, target_dict.get("num-cores"), flush_caches=options.flush_caches)
     database = tvm_api.open_database(database_dir(Path(state_dir), key))
     try:
@@ -96,7 +96,7 @@ def run_pipeline(
             threads_here = tvm_api.runtime_threads()  # what the library is timed on here; onnxruntime gets as many
             verification, outputs, latency, kernels, reference = _guard("verification failed", lambda: _verify_and_time(
                 spec, library, untuned, options, threads_here))
-        warnings = _warnings(tuning, trials, threads, threads_here)
+        warnings = _warnings(tuning, trials, threads, threads_here) + ([layout_note] if layout_note else [])
         if reference.why:
             warnings.append(f"verified against {reference.name}: {reference.why}")
         manifest = Manifest(
@@ -163,15 +163,31 @@ def advice(latency: Latency, kernels: list[Kernel], threads: int) -> str | None:
 
 
 def _import(spec: intake.ModelSpec, target, options: TuningOptions):
-    """import_and_lower, or a one-line PipelineError; ops TVM's frontend lacks are named with where they occur."""
+    """(lowered module, the options it was lowered with, a warning or None), or a one-line PipelineError.
+
+    Ops TVM's frontend lacks are named with where they occur. A model whose layout conversion TVM
+    refuses (ConvertLayout on some elementwise max/min: "Invalid SLayout") is lowered in NCHW instead,
+    with a warning, rather than failed.
+    """
+    def lower(chosen: TuningOptions):
+        return import_and_lower(spec.model, target, chosen, shape_dict=spec.shape_dict, dtype_dict=spec.dtype_dict)
+
     try:
-        return import_and_lower(spec.model, target, options, shape_dict=spec.shape_dict, dtype_dict=spec.dtype_dict)
+        return lower(options), options, None
     except Exception as err:
         message = str(err)
         if "not supported for frontend ONNX" in message:
             ops = {op.strip() for op in message.rsplit(":", 1)[-1].strip().splitlines()[0].split(",")}
             raise PipelineError(f"TVM's ONNX importer lacks {', '.join(sorted(ops))}: "
                                 f"{intake.describe_nodes(spec.model, ops)}") from err
+        if options.conv_layout != "NCHW":
+            fallback = options.model_copy(update={"conv_layout": "NCHW"})
+            try:
+                lowered = lower(fallback)
+            except Exception:
+                raise _pipeline_error("TVM could not import the model", err) from err
+            return lowered, fallback, (f"built in NCHW: TVM could not convert this model to "
+                                       f"{options.conv_layout} ({_pipeline_error('', err).args[0][2:]})")
         raise _pipeline_error("TVM could not import the model", err) from err
 
 

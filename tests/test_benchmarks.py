@@ -189,3 +189,32 @@ def test_onnx_backend_runs_a_shipped_model_both_ways_and_compares_with_its_shipp
                                                       "pipeline": {"stage": "failed", "reason": "why"}}}}
     text = onnx_backend.markdown(results)
     assert "| pytorch-converted | 2 | 2 | 1 | 1 | 0 |" in text and "| pytorch-converted/test_X | verified | failed: why |" in text
+
+
+# One onnx backend test model per distinct outcome of the full run (onnx-backend.md): what the
+# pipeline says, and that plain tvm.compile verifies no model the pipeline refuses.
+ONNX_BACKEND_SAMPLE = {
+    "pytorch-converted/test_PReLU_2d_multiparam": ("failed", "TVM could not import the model: AssertionError"),
+    "pytorch-operator/test_operator_index": ("failed", "Cannot cast"),
+    "pytorch-operator/test_operator_symbolic_override_nested": ("verified", ""),   # NHWC refused: built in NCHW
+    "pytorch-operator/test_operator_sqrt": ("verified", ""),                       # NaN where the reference has NaN
+    "simple/test_expand_shape_model1": ("failed", "broadcast_to expects"),
+    "simple/test_expand_shape_model3": ("failed", "'ExternFunc' object has no attribute 'name'"),
+    "simple/test_gradient_of_add": ("failed", "TVM's ONNX importer lacks Gradient: Gradient (ai.onnx.preview.training opset 1)"),
+    "simple/test_sequence_model3": ("failed", "outputs differ from onnxruntime"),
+    "simple/test_sequence_model6": ("failed", "object of type 'Call' has no len()"),
+    "simple/test_sequence_model8": ("failed", "has dynamic dimension(s)"),
+    "simple/test_strnorm_model_monday_empty_output": ("failed", "unknown dtype `object`"),
+}
+
+
+def test_onnx_backend_sample_gets_every_outcome_of_the_full_run():
+    from benchmarks import onnx_backend
+
+    root = onnx_backend.data_root()
+    for key, (stage, reason) in ONNX_BACKEND_SAMPLE.items():
+        row = onnx_backend.run_case(str(root / key))
+        assert row["pipeline"]["stage"] == stage and reason in row["pipeline"].get("reason", ""), (key, row)
+        assert "\n" not in row["pipeline"].get("reason", "")
+        if stage == "failed":
+            assert row["plain"]["stage"] != "verified", (key, row)  # nothing plain TVM runs right is refused

@@ -103,3 +103,10 @@ def test_without_onnxruntime_onnx_reference_checks_small_models_and_nothing_is_a
         verify.open_reference(unknown, [TensorInfo(name="x", shape=[2], dtype="float32")],
                               [np.zeros(2, np.float32)], threads=1)
     assert "\n" not in str(err.value)
+
+
+def test_nan_and_infinities_where_the_reference_has_them_agree():
+    want = [np.array([np.nan, np.inf, -np.inf, 1.0], np.float32)]
+    assert compare([want[0].copy()], want, atol=1e-4, rtol=1e-3).passed
+    one_sided = compare([np.array([1.0, np.inf, -np.inf, np.nan], np.float32)], want, atol=1e-4, rtol=1e-3)
+    assert not one_sided.passed and one_sided.max_abs_err == float("inf")
