@@ -579,3 +579,23 @@ def farm_status_command(
     typer.echo(f"tracker {where}: {len(devices)} device key(s)")
     for key, entry in sorted(devices.items()):
         typer.echo(f"  {key}: {entry['servers']} server(s), {entry['free']} free, {entry['pending']} pending")
+
+
+def main() -> None:
+    """The console script: the app, with a mistyped command line as one `error:` line (exit 1), not a box."""
+    import sys
+
+    usage_error = typer.BadParameter.__base__  # typer's vendored click UsageError (bad option, missing argument)
+    try:
+        code = app(standalone_mode=False)
+    except usage_error as err:
+        if type(err).__name__ == "NoArgsIsHelpError":  # plain `tcl-tuned`: the help, as before
+            app(["--help"], standalone_mode=False)
+            sys.exit(0)
+        command = f"{err.ctx.command_path}: " if getattr(err, "ctx", None) else ""
+        typer.echo(f"error: {command}{' '.join(err.format_message().split())} (see --help)", err=True)
+        sys.exit(1)
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        sys.exit(1)
+    sys.exit(code or 0)

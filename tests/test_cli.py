@@ -119,3 +119,15 @@ def test_bad_and_unusual_models_end_in_one_error_line_and_no_traceback(tmp_path)
         assert result.returncode == 1 and len(errors) == 1 and reason in errors[0], (case, result.stderr)
         assert others == [] and "Traceback" not in result.stderr, (case, result.stderr)
     assert not (tmp_path / "out").exists() or not any(p for p in (tmp_path / "out").iterdir() if not p.name.startswith("."))
+
+
+def test_a_mistyped_command_line_is_one_error_line_for_every_command(tmp_path):
+    for args, reason in [(["tune"], "Missing argument 'model'"),
+                         (["collect", "--out", str(tmp_path), "--trials-per-task", "0"], "'--trials-per-task'"),
+                         (["cost-model", "eval"], "Missing option '--database'"),
+                         (["bundle", str(tmp_path)], "Missing option '--out'"),
+                         (["frobnicate"], "No such command 'frobnicate'")]:
+        result = _run(*args)
+        assert result.returncode == 1 and result.stderr.count("\n") == 1, (args, result.stderr)
+        assert result.stderr.startswith("error: tcl-tuned") and reason in result.stderr, (args, result.stderr)
+    assert _run().returncode == 0 and "Usage" in _run().stdout  # no arguments: the help, as before
