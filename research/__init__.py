@@ -8,6 +8,7 @@ Research may import `benchmarks` (harness, suite); `benchmarks` never imports re
     continual          RDU data efficiency and continual transfer across platforms (forgetting matrix)
     cost_model_eval    held-out ranking: the student vs TenSet-MLP vs TVM's XGBoost vs random
     cost_model_speed   student size and prediction throughput, features included, on this CPU
+    estimate_gap       a kept library's kernels alone against its whole call, beside the tuner's estimate
     input_sensitivity  how much a tuned kernel's run time depends on its input values
     per_task           what each search found, kernel by kernel, from a run.py results file
     pretrain_finetune  whether pretraining on other CPUs' records, then fine-tuning here, ranks better
