@@ -113,6 +113,12 @@ def test_kept_libraries_can_be_timed_again(tmp_path, capsys, monkeypatch):
     with pytest.raises(SystemExit, match="no kept libraries"):
         retime.main(["nothing-kept", "--out", str(tmp_path)])
 
+    from research import estimate_gap  # the same kept run: estimate, kernels alone, whole call
+
+    estimate_gap.main(tmp_path / ".work" / "kept" / "tiny_cnn" / "random")
+    first_line = capsys.readouterr().out.splitlines()[0].split()
+    assert first_line[0] == "estimate" and all(float(first_line[i]) > 0 for i in (1, 5, 9))  # estimate, kernels, call
+
 
 def test_the_suite_tunes_with_the_student_it_is_given(tmp_path):
     """--student pins the tcl runs' student (a neighbour's, here), and the run records which one it was."""
