@@ -81,10 +81,17 @@ def unavailable() -> str | None:
         return f"missing {', '.join(missing) or SYSTEMD} (Debian's util-linux and systemd packages)"
     if system_python() is None:
         return "no system python3.11 outside /home and /root"
-    probe = subprocess.run(["unshare", "--pid", "--fork", "--mount", "--cgroup", "--net", "true"],
-                           capture_output=True, text=True)
+    # The namespaces and the mounts the boot makes first (a container may allow one but not the other)
+    with tempfile.TemporaryDirectory(prefix="tcl-tuned-probe-") as scratch:
+        probe = subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount", "--uts", "--ipc", "--net", "--cgroup", "--propagation", "private",
+             "bash", "-euc", 'mount -t tmpfs tmpfs "$1" && mkdir "$1/u" "$1/w" "$1/r" && '
+             'mount -t overlay overlay -o "lowerdir=/,upperdir=$1/u,workdir=$1/w" "$1/r" && '
+             'mount -t proc proc "$1/r/proc" && mount -t sysfs -o ro sysfs "$1/r/sys" && '
+             'mount -t cgroup2 cgroup2 "$1/r/sys/fs/cgroup"', "probe", scratch],
+            capture_output=True, text=True, timeout=60)
     if probe.returncode != 0:
-        return f"cannot create namespaces: {probe.stderr.strip()}"
+        return f"cannot create the namespaces and mounts: {probe.stderr.strip()[-300:]}"
     return None
 
 
