@@ -84,6 +84,7 @@ class Manifest(BaseModel):
     warnings: list[str] = []         # what limits this result (a budget too small for the tasks), one line each
     tuning_seconds: float
     time_budget: float | None = None  # seconds the search was allowed, on top of `trials`
+    tuning_profile: dict[str, float] = {}  # MetaSchedule's profiler: seconds per scope (SendToBuilder, SendToRunner, EvoSearch/...)
     stopped_by: str | None = None    # what ended the search: "trials", "time budget", "converged" or "search"; None: nothing tuned
     threads: int = 1                 # TVM runtime threads the candidates, verification and timing ran on (TVM_NUM_THREADS)
     fast_math: bool = False          # polynomial erf / exp / tanh / softmax in place of libm's

@@ -106,7 +106,7 @@ def run_pipeline(
             student=choice.student.describe() if choice.student else None, explore=explore, trials=trials,
             trials_measured=tuning.trials_measured, tasks=tuning.tasks, tasks_reused=tuning.tasks_reused,
             tasks_untuned=tuning.tasks_untuned, warnings=warnings, reference=reference.name,
-            time_budget=options.time_budget, stopped_by=_stopped_by(tuning, trials),
+            time_budget=options.time_budget, stopped_by=_stopped_by(tuning, trials), tuning_profile=tuning.profile or {},
             runner=runner.describe(),
             tuning_seconds=round(tuning.seconds, 3), threads=threads, fast_math=options.fast_math,
             pack_weights=options.pack_weights, conv_layout=options.conv_layout, flush_caches=options.flush_caches,

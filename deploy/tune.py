@@ -46,6 +46,7 @@ class TuningResult:
     trials_measured: int
     seconds: float
     stopped_early: str | None = None  # "time budget" or "converged": what ended the search before the trials did
+    profile: dict[str, float] | None = None  # MetaSchedule's profiler: seconds per scope (build, run, search, ...)
 
 
 def plan_tuning(lowered, target, *, database, trials_per_iter: int) -> TuningPlan:
@@ -97,9 +98,9 @@ def tune_module(
     """Tune the plan's fresh tasks; count those that still have no record (and so no tuned schedule)."""
     started = time.perf_counter()
     tasks, fresh = plan.tasks, plan.fresh
-    measured, stopped_early = 0, None
+    measured, stopped_early, profile = 0, None, None
     if fresh and trials > 0:
-        measured, stopped_early = tuning.tune(
+        measured, stopped_early, profile = tuning.tune(
             tasks=fresh,
             target=target,
             database=database,
@@ -126,7 +127,7 @@ def tune_module(
     untuned = sum(1 for task in fresh if tvm_api.count_records(database, task.dispatched[0], 1) == 0)
     return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh), tasks_untuned=untuned,
                         trials_measured=measured, seconds=time.perf_counter() - started,
-                        stopped_early=stopped_early)
+                        stopped_early=stopped_early, profile=profile)
 
 
 

@@ -54,8 +54,9 @@ def make_search_strategy(cost_model_name: str, model: ms.CostModel, *, populatio
 
 
 def tune(*, tasks: list, cost_model: str, population: int, student_path: Path | None = None,
-         rdu_fraction: float = 0.0, explore: float = 0.05, **run: Any) -> tuple[int, str | None]:
-    """Tune `tasks` with the named cost model; returns (candidates measured, why it stopped early or None).
+         rdu_fraction: float = 0.0, explore: float = 0.05, **run: Any) -> tuple[int, str | None, dict[str, float]]:
+    """Tune `tasks` with the named cost model; returns (candidates measured, why it stopped early or None,
+    seconds per MetaSchedule profiler scope).
 
     `run`: the rest of tcl_core.tvm_api.tune_tasks's arguments (target, database, work_dir,
     budgets, seed, on_measured, rpc, threads, flush_caches, seconds, patience_rounds).

@@ -386,14 +386,15 @@ def tune_tasks(
     flush_caches: bool = False,
     seconds: float | None = None,
     patience_rounds: int | None = None,
-) -> tuple[int, str | None]:
-    """Tune `tasks` with MetaSchedule into `database`; returns (candidates measured, why it stopped early).
+) -> tuple[int, str | None, dict[str, float]]:
+    """Tune `tasks` with MetaSchedule into `database`; returns (candidates measured, why it stopped early, profile).
 
     `cost_model` and `strategy` come from the caller (tcl_core.tuning names and assembles them).
     `rpc` measures on a tuning farm (`make_runner`); builds stay on this machine. `seconds`: a
     time limit on top of the trial budget; `patience_rounds`: stop once that many rounds per task
     in a row improved no task by 1%. Both are checked after every measured batch; the early stop
-    is "time budget", "converged" or None.
+    is "time budget", "converged" or None. Also returns MetaSchedule's profile of the run: seconds
+    per scope ("SendToBuilder", "SendToRunner", "JoinRunnerFutures", "EvoSearch", ...).
     """
     import time
 
@@ -406,20 +407,23 @@ def tune_tasks(
     )
     counter = _CountMeasured(on_measured, None if seconds is None else time.monotonic() + seconds,
                              None if patience_rounds is None else patience_rounds * len(tasks))
-    ms.tune.tune_tasks(
-        tasks=contexts,
-        task_weights=weights,
-        work_dir=str(work_dir),
-        max_trials_global=max_trials_global,
-        max_trials_per_task=max_trials_per_task,
-        num_trials_per_iter=num_trials_per_iter,
-        builder=ms.builder.LocalBuilder(f_build=fast_build),
-        runner=make_runner(rpc, threads, flush_caches=flush_caches),
-        database=database,
-        cost_model=cost_model,
-        measure_callbacks=[*ms.MeasureCallback.create("default"), counter],
-    )
-    return counter.count, "time budget" if counter.out_of_time else "converged" if counter.converged else None
+    profiler = ms.Profiler()
+    with profiler:
+        ms.tune.tune_tasks(
+            tasks=contexts,
+            task_weights=weights,
+            work_dir=str(work_dir),
+            max_trials_global=max_trials_global,
+            max_trials_per_task=max_trials_per_task,
+            num_trials_per_iter=num_trials_per_iter,
+            builder=ms.builder.LocalBuilder(f_build=fast_build),
+            runner=make_runner(rpc, threads, flush_caches=flush_caches),
+            database=database,
+            cost_model=cost_model,
+            measure_callbacks=[*ms.MeasureCallback.create("default"), counter],
+        )
+    stopped = "time budget" if counter.out_of_time else "converged" if counter.converged else None
+    return counter.count, stopped, {name: round(float(s), 2) for name, s in dict(profiler.get()).items()}
 
 
 def measure_records(

@@ -60,6 +60,8 @@ def test_manifest_records_threads_levers_estimate_and_where_the_time_goes(tuned)
     assert manifest.threads == manifest.target["num-cores"] == os.cpu_count() == tvm_api.runtime_threads()
     assert manifest.fast_math and manifest.pack_weights and manifest.conv_layout == "NHWC"
     assert manifest.stopped_by == "trials" and manifest.time_budget == 1800 and not manifest.flush_caches
+    profile = manifest.tuning_profile  # where the search's time went: building, running, searching
+    assert profile["Total"] > 0 and {"SendToBuilder", "SendToRunner"} <= set(profile)
     assert manifest.latency_ms.onnxruntime_default_threads > 0
     assert manifest.tasks_untuned == 0 and manifest.estimated_ms > 0
     assert manifest.top_kernels and all(k.ms > 0 and 0 < k.share <= 1 for k in manifest.top_kernels)
