@@ -10,6 +10,7 @@ Research may import `benchmarks` (harness, suite); `benchmarks` never imports re
     cost_model_speed   student size and prediction throughput, features included, on this CPU
     estimate_gap       a kept library's kernels alone against its whole call, beside the tuner's estimate
     input_sensitivity  how much a tuned kernel's run time depends on its input values
+    loop_profile       where a tuning run's wall time goes (build, run, search, update) per cost model
     per_task           what each search found, kernel by kernel, from a run.py results file
     pretrain_finetune  whether pretraining on other CPUs' records, then fine-tuning here, ranks better
     retime             times a suite run's kept libraries and onnxruntime again, side by side

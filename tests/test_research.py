@@ -254,3 +254,15 @@ def test_search_replay_drives_real_cost_models_over_a_measured_database(measured
         # Three rounds of three cover every pool of <= 9 candidates, so every task's best is found.
         assert round_scores(tasks, found[-1])["kernels"] == pytest.approx(1.0)
         assert round_scores(tasks, found[0])["kernels"] >= 1.0
+
+
+def test_loop_profile_sums_metaschedules_scopes_into_build_run_search_and_update():
+    from research.loop_profile import summarise
+
+    profile = {"Total": 100.0, "SendToBuilder": 50.0, "SendToRunner": 10.0, "JoinRunnerFutures": 5.0,
+               "EvoSearch/SampleInitPopulation": 4.0, "EvoSearch/Evolve/Mutation": 6.0,
+               "EvoSearch/Evolve/Misc/CopyMeasuredWorkloads": 1.0,  # inside Evolve/Misc: not counted twice
+               "MeasureCallback/UpdateCostModel": 3.0}
+    summary = summarise(profile, trials=120, seconds=120.0)
+    assert (summary["build"], summary["run"], summary["search"], summary["cost_model_update"]) == (50.0, 15.0, 10.0, 3.0)
+    assert summary["other"] == 22.0 and summary["trials_per_minute"] == 60.0
