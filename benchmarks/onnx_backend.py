@@ -54,8 +54,13 @@ def _shipped(folder: Path) -> tuple[list, list]:
 
 
 def _compare(actual: list, expected: list) -> str | None:
-    """None when every output matches within ATOL + RTOL |expected|; else what differs."""
+    """None when every output matches within ATOL + RTOL |expected| (deploy.verify.compare); else what differs.
+
+    Integers, booleans and strings must match exactly.
+    """
     import numpy as np
+
+    from deploy import verify
 
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, the reference has {len(expected)}"
@@ -63,18 +68,22 @@ def _compare(actual: list, expected: list) -> str | None:
         got, want = np.asarray(got), np.asarray(want)
         if got.shape != want.shape:
             return f"output {index}: shape {list(got.shape)}, the reference {list(want.shape)}"
-        if want.dtype.kind in "fc":
-            bad = ~np.isclose(got.astype(np.float64), want.astype(np.float64), atol=ATOL, rtol=RTOL, equal_nan=True)
-        else:
+        if want.dtype.kind not in "fc":
             bad = got != want
+        elif verify.compare([got], [want], atol=ATOL, rtol=RTOL).passed:
+            continue
+        else:  # which values differ, by the same rule
+            bad = verify.mismatches(got, want, atol=ATOL, rtol=RTOL)
         if bad.any():
             return f"output {index}: {int(bad.sum())} of {bad.size} values differ"
     return None
 
 
-def _first_line(err: BaseException) -> str:
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return f"{type(err).__name__}: {(lines[-1] if lines else '')[:200]}"
+def _reason(err: BaseException) -> str:
+    """The exception's type and the last line of its message (TVM's useful line), nothing if it has none."""
+    from deploy.intake import error_line
+
+    return f"{type(err).__name__}: {error_line(err, last=True, limit=200) if str(err).strip() else ''}"
 
 
 def run_plain(folder: Path) -> dict:
@@ -92,13 +101,13 @@ def run_plain(folder: Path) -> dict:
         mod = tvm_api.from_onnx(model, shape_dict={n: list(a.shape) for n, a in zip(names, inputs)},
                                 dtype_dict={n: str(a.dtype) for n, a in zip(names, inputs)})
     except Exception as err:
-        return {"stage": "import", "reason": _first_line(err)}
+        return {"stage": "import", "reason": _reason(err)}
     try:
         executable = tvm_api.tvm.compile(mod, target="llvm")
         vm = tvm_api.relax.VirtualMachine(executable, tvm_api.tvm.cpu())
         actual = verify.to_numpy(vm["main"](*[tvm_api.tvm.runtime.tensor(a) for a in inputs]))
     except Exception as err:
-        return {"stage": "build", "reason": _first_line(err)}
+        return {"stage": "build", "reason": _reason(err)}
     wrong = _compare(actual, expected)
     return {"stage": "verified"} if wrong is None else {"stage": "wrong", "reason": wrong}
 

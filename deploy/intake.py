@@ -107,14 +107,14 @@ def load_model(path: Path, *, limits: IntakeLimits = IntakeLimits()) -> ModelSpe
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as err:  # protobuf raises DecodeError, RuntimeWarning or others
-        raise IntakeError(f"{path.name} is not a readable ONNX file ({type(err).__name__}: {_first_line(err)})")
+        raise IntakeError(f"{path.name} is not a readable ONNX file ({type(err).__name__}: {error_line(err)})")
     if not model.graph.node:
         raise IntakeError(f"{path.name} has an empty graph (is it an ONNX model?)")
     _load_external_data(model, path, budget_bytes=limits.max_model_mb * _MIB - size)
     try:
         onnx.checker.check_model(model)
     except (onnx.checker.ValidationError, ValueError) as err:
-        raise IntakeError(f"{path.name} fails the ONNX checker: {_first_line(err)}")
+        raise IntakeError(f"{path.name} fails the ONNX checker: {error_line(err)}")
     sidecar = _read_sidecar(path)
     inputs = _resolve_inputs(model, path, sidecar)
     _check_input_sizes(inputs, path, limits)
@@ -122,15 +122,20 @@ def load_model(path: Path, *, limits: IntakeLimits = IntakeLimits()) -> ModelSpe
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     except Exception as err:
-        raise IntakeError(f"{path.name}: shape inference failed with the given input shapes: {_first_line(err)}")
+        raise IntakeError(f"{path.name}: shape inference failed with the given input shapes: {error_line(err)}")
     outputs = tuple(output.name for output in model.graph.output)
     return ModelSpec(path=path, name=path.stem, sha256=sha, model=model, inputs=inputs,
                      output_names=outputs, sidecar=sidecar)
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip() or type(err).__name__
-    return text.splitlines()[0][:300]
+def error_line(err: BaseException, *, last: bool = False, limit: int = 300) -> str:
+    """The first (`last`: the last) non-empty line of `err`'s message, stripped, at most `limit` characters.
+
+    The exception's type name where the message is empty. TVM's messages end with the useful line
+    (tracebacks come first): its callers take the last.
+    """
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return ((lines[-1] if last else lines[0]) if lines else type(err).__name__)[:limit]
 
 
 def _check_input_sizes(inputs: tuple[TensorInfo, ...], path: Path, limits: IntakeLimits) -> None:
@@ -166,7 +171,7 @@ def _load_external_data(model: onnx.ModelProto, path: Path, *, budget_bytes: flo
     try:
         external_data_helper.load_external_data_for_model(model, str(base))
     except Exception as err:
-        raise IntakeError(f"{path.name}: could not read external data: {_first_line(err)}")
+        raise IntakeError(f"{path.name}: could not read external data: {error_line(err)}")
 
 
 def _read_sidecar(path: Path) -> Sidecar:
@@ -257,12 +262,12 @@ def describe_nodes(model: onnx.ModelProto, op_types: set[str], at_most: int = 3)
         dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim]
         return f"{onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)}[{', '.join(map(str, dims))}]"
 
-    found = [node for node in model.graph.node if node.op_type in op_types]
+    found = [(index, node) for index, node in enumerate(model.graph.node) if node.op_type in op_types]
     parts = []
-    for node in found[:at_most]:
+    for index, node in found[:at_most]:
         domain = node.domain or "ai.onnx"
         inputs = ", ".join(f"{name} {shape_of(name)}" for name in node.input if name)
-        where = f"node '{node.name}'" if node.name else f"node #{list(model.graph.node).index(node)} (unnamed)"
+        where = f"node '{node.name}'" if node.name else f"node #{index} (unnamed)"
         parts.append(f"{node.op_type} ({domain} opset {opsets.get(domain, '?')}) at {where}, inputs {inputs}")
     more = f" (and {len(found) - at_most} more)" if len(found) > at_most else ""
     return "; ".join(parts) + more

@@ -20,6 +20,7 @@ import onnxruntime
 
 from deploy.artifact import TensorInfo, Verification
 from deploy.errors import PipelineError
+from deploy.intake import error_line
 from tcl_core import tvm_api
 
 # The opset a model onnxruntime cannot run is converted to before trying again: every kernel of
@@ -67,11 +68,6 @@ class Reference:
     why: str | None = None        # why not onnxruntime on the model as given
 
 
-def _one_line(err: Exception) -> str:
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return (lines[0] if lines else type(err).__name__)[:300]
-
-
 def open_reference(model: onnx.ModelProto, inputs: Sequence[TensorInfo], arrays: Sequence[np.ndarray],
                    threads: int) -> Reference:
     """onnxruntime on the model; else on it converted to CONVERTED_OPSET; else onnx.reference (small models).
@@ -84,14 +80,14 @@ def open_reference(model: onnx.ModelProto, inputs: Sequence[TensorInfo], arrays:
         call()
         return Reference(call, "onnxruntime", model_bytes)
     except Exception as err:  # onnxruntime raises Fail, NotImplemented, InvalidGraph, RuntimeException...
-        why = f"onnxruntime cannot run it ({_one_line(err)})"
+        why = f"onnxruntime cannot run it ({error_line(err)})"
     try:
         converted = onnx.version_converter.convert_version(model, CONVERTED_OPSET).SerializeToString()
         call = onnxruntime_call(onnxruntime_session(converted, threads=threads), inputs, arrays)
         call()
         return Reference(call, f"onnxruntime, converted to opset {CONVERTED_OPSET}", converted, why)
     except Exception as err:
-        converted_why = _one_line(err)
+        converted_why = error_line(err)
     weights = sum(int(np.prod(init.dims)) for init in model.graph.initializer)
     if weights > _REFERENCE_EVALUATOR_MAX_WEIGHTS:
         raise PipelineError(f"no reference can run this model: {why}; converted to opset {CONVERTED_OPSET}: "
@@ -106,7 +102,7 @@ def open_reference(model: onnx.ModelProto, inputs: Sequence[TensorInfo], arrays:
         return Reference(call, "onnx.reference", None, why)
     except Exception as err:
         raise PipelineError(f"no reference can run this model: {why}; converted to opset {CONVERTED_OPSET}: "
-                            f"{converted_why}; onnx.reference: {_one_line(err)}") from None
+                            f"{converted_why}; onnx.reference: {error_line(err)}") from None
 
 
 def onnxruntime_call(session, inputs: Sequence[TensorInfo], arrays: Sequence[np.ndarray]) -> Callable[[], list]:
@@ -137,17 +133,31 @@ def compare(actual: Sequence[np.ndarray], expected: Sequence[np.ndarray], *, ato
     for got, want in zip(actual, expected):
         if got.shape != want.shape:
             return Verification(max_abs_err=float("inf"), max_rel_err=float("inf"), atol=atol, rtol=rtol, passed=False)
-        got64, want64 = got.astype(np.float64), want.astype(np.float64)
-        # NaN where the reference has NaN (sqrt of a negative input), and the same infinities, agree
-        same = (np.isnan(got64) & np.isnan(want64)) | (np.isinf(want64) & (got64 == want64))
-        got64, want64 = np.where(same, 0.0, got64), np.where(same, 0.0, want64)
-        diff = np.abs(got64 - want64)
-        diff = np.where(np.isnan(diff), np.inf, diff)  # NaN on one side only is a mismatch
+        diff, want64 = _abs_err(got, want)
         if diff.size:
             max_abs = max(max_abs, float(diff.max()))
             max_rel = max(max_rel, float((diff / np.maximum(np.abs(want64), 1e-12)).max()))
-            passed = passed and bool(np.all(diff <= atol + rtol * np.abs(want64)))
+            passed = passed and not bool(_outside(diff, want64, atol, rtol).any())
     return Verification(max_abs_err=max_abs, max_rel_err=max_rel, atol=atol, rtol=rtol, passed=passed)
+
+
+def mismatches(got: np.ndarray, want: np.ndarray, *, atol: float, rtol: float) -> np.ndarray:
+    """Element-wise, by `compare`'s rule: True where `got` is off `want` by more than atol + rtol * |want|."""
+    return _outside(*_abs_err(np.asarray(got), np.asarray(want)), atol, rtol)
+
+
+def _abs_err(got: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """|got - want| and want, in float64."""
+    got64, want64 = got.astype(np.float64), want.astype(np.float64)
+    # NaN where the reference has NaN (sqrt of a negative input), and the same infinities, agree
+    same = (np.isnan(got64) & np.isnan(want64)) | (np.isinf(want64) & (got64 == want64))
+    got64, want64 = np.where(same, 0.0, got64), np.where(same, 0.0, want64)
+    diff = np.abs(got64 - want64)
+    return np.where(np.isnan(diff), np.inf, diff), want64  # NaN on one side only is a mismatch
+
+
+def _outside(diff: np.ndarray, want64: np.ndarray, atol: float, rtol: float) -> np.ndarray:
+    return ~(diff <= atol + rtol * np.abs(want64))
 
 
 # Both engines' worker threads stay busy for a while after a run. On a 2-core machine the next
