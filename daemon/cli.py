@@ -88,6 +88,8 @@ def tune(
 @contextlib.contextmanager
 def _progress_reporter(label: str):
     """A rich progress bar on a terminal; one plain line per stage change elsewhere (logs, CI)."""
+    from deploy.options import format_duration
+
     console = Console(stderr=True)
     if not console.is_terminal:
         last = [None]
@@ -110,7 +112,10 @@ def _progress_reporter(label: str):
         def report(progress) -> None:
             if progress.warning:
                 bar.console.print(f"{label}: warning: {progress.warning}", style="yellow", highlight=False)
-            bar.update(task, description=f"{label}: {progress.stage}",
+            known = [] if progress.best_estimate_ms is None else [f"best estimate {progress.best_estimate_ms:.3g} ms"]
+            if progress.stage == "tuning" and progress.eta_seconds is not None:
+                known.append(f"ETA {format_duration(progress.eta_seconds)}")
+            bar.update(task, description=", ".join([f"{label}: {progress.stage}", *known]),
                        completed=progress.trials_done, total=progress.trials_total or None)
 
         yield report

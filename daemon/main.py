@@ -29,6 +29,7 @@ from daemon.status import DaemonInfo, DaemonState, ModelEntry, StatusFile, write
 from daemon.watcher import Watcher
 from daemon.worker import Failed, JobSpec, Succeeded, Worker
 from deploy.options import Progress
+from deploy.progress import progress_line
 from tcl_core.continual import record_failure
 
 log = logging.getLogger(__name__)
@@ -263,7 +264,12 @@ class Daemon:
         for job_id, report in self.worker.poll():
             if isinstance(report, Progress):
                 if report.stage in RUNNING_STAGES:  # done/failed come only from the outcome
-                    self.queue.set_progress(job_id, report.stage, report.trials_done, report.trials_total)
+                    self.queue.set_progress(job_id, report.stage, report.trials_done, report.trials_total,
+                                            best_estimate_ms=report.best_estimate_ms,
+                                            trials_per_minute=report.trials_per_minute,
+                                            eta_seconds=report.eta_seconds)
+                if report.stage == "tuning" and report.trials_per_minute is not None:  # one per measured batch
+                    log.info("job %d %s: %s", job_id, self.queue.get(job_id).path.name, progress_line(report))
                 if report.warning:
                     self.queue.set_warning(job_id, report.warning)
                     log.warning("job %d: %s", job_id, report.warning)
@@ -397,6 +403,9 @@ def _entry(job: Job, *, name: str | None = None, duplicate_of: str | None = None
         state=job.state,
         trials_done=job.trials_done,
         trials_total=job.trials_total,
+        best_estimate_ms=job.best_estimate_ms,
+        trials_per_minute=job.trials_per_minute,
+        eta_seconds=job.eta_seconds,
         artifact_dir=job.artifact_dir,
         latency_ms=job.latency_ms,
         error=job.error,

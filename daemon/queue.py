@@ -24,7 +24,8 @@ from deploy.artifact import Latency
 from deploy.intake import sha256_of, symlink_refusal
 from deploy.options import Stage
 
-SCHEMA_VERSION = 3  # 2: warning; 3: duplicates (the same content dropped under another name)
+# 2: warning; 3: duplicates (the same content dropped under another name); 4: best estimate, rate, ETA
+SCHEMA_VERSION = 4
 RUNNING_STAGES: tuple[Stage, ...] = ("tuning", "building", "verifying")
 
 _SCHEMA = """
@@ -42,12 +43,17 @@ CREATE TABLE IF NOT EXISTS jobs (
     latency_onnxruntime REAL,
     error TEXT,
     warning TEXT,
+    best_estimate_ms REAL,
+    trials_per_minute REAL,
+    eta_seconds REAL,
     queued_at TEXT NOT NULL,
     started_at TEXT,
     finished_at TEXT,
     updated_at TEXT NOT NULL
 )
 """
+# Columns later schemas added to `jobs`: an older queue gains them and keeps its jobs.
+_ADDED_COLUMNS = {"warning": "TEXT", "best_estimate_ms": "REAL", "trials_per_minute": "REAL", "eta_seconds": "REAL"}
 # A file whose content a job already has: shown under its own name, pointing at that job.
 _DUPLICATES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS duplicates (
@@ -75,6 +81,9 @@ class Job(BaseModel):
     latency_ms: Latency | None
     error: str | None
     warning: str | None
+    best_estimate_ms: float | None = None  # the running search's, as deploy.options.Progress has them
+    trials_per_minute: float | None = None
+    eta_seconds: float | None = None
     queued_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -85,6 +94,10 @@ def one_line(text: str, limit: int = 500) -> str:
     """Collapse a reason to one line a status table can show."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+# A job that starts again has measured nothing yet in this run.
+_NO_RATE = {"best_estimate_ms": None, "trials_per_minute": None, "eta_seconds": None}
 
 
 def _now() -> str:
@@ -104,12 +117,14 @@ class JobQueue:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a job marked done stays done after a power cut
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, 1, 2, SCHEMA_VERSION):
+        if version not in (0, 1, 2, 3, SCHEMA_VERSION):
             raise RuntimeError(f"{self.db_path}: job schema {version}, this daemon knows {SCHEMA_VERSION}")
         self._db.execute(_SCHEMA)
         self._db.execute(_DUPLICATES_SCHEMA)
-        if "warning" not in {row["name"] for row in self._db.execute("PRAGMA table_info(jobs)")}:
-            self._db.execute("ALTER TABLE jobs ADD COLUMN warning TEXT")  # a schema 1 queue keeps its jobs
+        present = {row["name"] for row in self._db.execute("PRAGMA table_info(jobs)")}
+        for name, kind in _ADDED_COLUMNS.items():
+            if name not in present:
+                self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {kind}")  # names from this module only
         self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     @classmethod
@@ -144,7 +159,8 @@ class JobQueue:
         """Running jobs (a previous daemon died or was stopped) go back to queued; return how many."""
         marks = ",".join("?" * len(RUNNING_STAGES))
         cursor = self._db.execute(
-            f"UPDATE jobs SET state='queued', trials_done=0, started_at=NULL, updated_at=? WHERE state IN ({marks})",
+            f"UPDATE jobs SET state='queued', trials_done=0, started_at=NULL, best_estimate_ms=NULL, "
+            f"trials_per_minute=NULL, eta_seconds=NULL, updated_at=? WHERE state IN ({marks})",
             (_now(), *RUNNING_STAGES),
         )
         return cursor.rowcount
@@ -201,10 +217,14 @@ class JobQueue:
 
     def mark_started(self, job_id: int) -> None:
         """The worker took the job: its first stage is tuning (which includes the import)."""
-        self._update(job_id, state="tuning", trials_done=0, error=None, warning=None, started_at=_now())
+        self._update(job_id, state="tuning", trials_done=0, error=None, warning=None, started_at=_now(), **_NO_RATE)
 
-    def set_progress(self, job_id: int, stage: Stage, trials_done: int, trials_total: int) -> None:
-        self._update(job_id, state=stage, trials_done=trials_done, trials_total=trials_total)
+    def set_progress(self, job_id: int, stage: Stage, trials_done: int, trials_total: int, *,
+                     best_estimate_ms: float | None = None, trials_per_minute: float | None = None,
+                     eta_seconds: float | None = None) -> None:
+        """The last report of the running job; each replaces the one before, estimate and rate included."""
+        self._update(job_id, state=stage, trials_done=trials_done, trials_total=trials_total,
+                     best_estimate_ms=best_estimate_ms, trials_per_minute=trials_per_minute, eta_seconds=eta_seconds)
 
     def set_warning(self, job_id: int, warning: str) -> None:
         """What the user should know about a running job that is not a failure (cleared when it starts again)."""
@@ -221,15 +241,16 @@ class JobQueue:
             latency_untuned=latency_ms.untuned,
             latency_onnxruntime=latency_ms.onnxruntime,
             error=None,
+            eta_seconds=None,
             finished_at=_now(),
         )
 
     def mark_failed(self, job_id: int, reason: str) -> None:
-        self._update(job_id, state="failed", error=one_line(reason), finished_at=_now())
+        self._update(job_id, state="failed", error=one_line(reason), eta_seconds=None, finished_at=_now())
 
     def requeue(self, job_id: int) -> None:
         """Put a job back (daemon stopping): the next run starts it again from the tuning database."""
-        self._update(job_id, state="queued", trials_done=0, started_at=None)
+        self._update(job_id, state="queued", trials_done=0, started_at=None, **_NO_RATE)
 
     def _update(self, job_id: int, **columns: object) -> None:
         columns["updated_at"] = _now()
@@ -253,6 +274,9 @@ def _job(row: sqlite3.Row) -> Job:
         latency_ms=latency,
         error=row["error"],
         warning=row["warning"],
+        best_estimate_ms=row["best_estimate_ms"],
+        trials_per_minute=row["trials_per_minute"],
+        eta_seconds=row["eta_seconds"],
         queued_at=row["queued_at"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],

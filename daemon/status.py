@@ -49,6 +49,13 @@ class ModelEntry(BaseModel):
     state: Stage = Field(description="queued -> tuning -> building -> verifying -> done | failed")
     trials_done: int = Field(0, description="measured tuning trials so far")
     trials_total: int = Field(0, description="tuning trials planned")
+    best_estimate_ms: float | None = Field(None, description=(
+        "the tuner's estimate of one run of the model from the best candidates measured so far (each task's "
+        "weight x its best time), ms; null until every task has a measured candidate"))
+    trials_per_minute: float | None = Field(None, description="measured trials per minute of tuning so far")
+    eta_seconds: float | None = Field(None, description=(
+        "while tuning: seconds until the trials at this rate or the time budget run out, whichever is sooner; "
+        "an upper bound, as the search may converge before"))
     artifact_dir: str | None = Field(None, description="folder with model.so and manifest.json once done")
     latency_ms: Latency | None = Field(None, description="set once done")
     error: str | None = Field(None, description="one-line reason when failed, else null")

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from daemon.status import StatusFile
+from deploy.options import format_duration
 
 STATE_STYLES = {"done": "green", "failed": "red", "queued": "dim"}
 
@@ -23,8 +24,9 @@ def render_status(status: StatusFile, *, now: datetime | None = None, stale_afte
         header.append("  STALE: the daemon may have died", style="bold red")
 
     table = Table(show_edge=False)
-    for column in ("model", "sha256", "state", "trials", "tvm ms", "untuned ms", "onnxruntime ms", "artifact / error"):
-        table.add_column(column, justify="right" if column.endswith(("ms", "trials")) else "left")
+    for column in ("model", "sha256", "state", "trials", "trials/min", "eta", "est. ms", "tvm ms", "untuned ms",
+                   "onnxruntime ms", "artifact / error"):
+        table.add_column(column, justify="right" if column.endswith(("ms", "trials", "/min", "eta")) else "left")
     for model in status.models:
         latency = model.latency_ms
         table.add_row(
@@ -32,6 +34,9 @@ def render_status(status: StatusFile, *, now: datetime | None = None, stale_afte
             model.sha256[:8],
             Text(model.state, style=STATE_STYLES.get(model.state, "yellow")),
             f"{model.trials_done}/{model.trials_total}",
+            "-" if model.trials_per_minute is None else f"{model.trials_per_minute:.1f}",
+            format_duration(model.eta_seconds) if model.eta_seconds is not None and model.state == "tuning" else "-",
+            "-" if model.best_estimate_ms is None else f"{model.best_estimate_ms:.3g}",
             *(("-",) * 3 if latency is None else (f"{latency.tvm:.3f}", f"{latency.untuned:.3f}",
                                                      "-" if latency.onnxruntime is None else f"{latency.onnxruntime:.3f}")),
             _last_column(model),

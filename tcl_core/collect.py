@@ -67,7 +67,7 @@ def collect(
                     max_trials_global=sum(missing for _, missing in todo),
                     max_trials_per_task=max(missing for _, missing in todo),
                     num_trials_per_iter=trials_per_iter, population=population, seed=0,
-                    on_measured=lambda done: log(f"{name}: {phase}: {done} measured"), threads=threads,
+                    on_measured=lambda done: log(f"{name}: {phase}: {done.trials} measured"), threads=threads,
                 )
             entry["seconds"] = round(entry["seconds"] + time.perf_counter() - started, 1)
             started = time.perf_counter()

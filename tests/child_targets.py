@@ -28,6 +28,9 @@ from deploy.options import Progress
 FAKE_LATENCY = Latency(tvm=0.5, untuned=1.5, onnxruntime=1.0)
 SHORT_BUDGET = "trials 4 cannot give each of the 2 tasks to tune a round of 4"
 UNTUNED = "1 of 2 tasks run TVM's default schedule, untuned"
+# What `wait*` reports after its one measured batch, as deploy.progress.TuningMeter would.
+FIRST_BATCH = Progress(stage="tuning", trials_done=1, trials_total=4, best_estimate_ms=0.42, trials_per_minute=30.0,
+                       eta_seconds=6.0)
 
 
 def fake_pipeline(model_path: Path, *, output_dir: Path, state_dir: Path, options, on_progress) -> Manifest:
@@ -56,7 +59,7 @@ def fake_pipeline(model_path: Path, *, output_dir: Path, state_dir: Path, option
                                   on_progress=on_progress)
         return manifest.model_copy(update={"tasks": 2, "tasks_untuned": 1, "warnings": [UNTUNED]})
     if stem.startswith("wait"):
-        on_progress(Progress(stage="tuning", trials_done=1, trials_total=4))
+        on_progress(FIRST_BATCH)
         while not (Path(state_dir) / "release").exists():
             time.sleep(0.02)
     return always_succeed(model_path, output_dir=output_dir, state_dir=state_dir, options=options, on_progress=on_progress)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -115,6 +116,21 @@ def test_input_removed_while_queued_fails_with_reason(daemon_factory):
     step_until(daemon, lambda: _state_of(daemon, "victim") == "failed")
     assert "disappeared before the job ran" in _models(daemon)["victim"].error
     assert _state_of(daemon, "wait") == "done"
+
+
+def test_a_tuning_job_shows_its_estimate_rate_and_eta_and_logs_each_batch(daemon_factory, caplog):
+    daemon = daemon_factory()
+    _drop(Path("wait.onnx"), b"reports one batch", daemon.config.watch_dir)
+    with caplog.at_level(logging.INFO, logger="daemon.main"):
+        step_until(daemon, lambda: _state_of(daemon, "wait") == "tuning" and _models(daemon)["wait"].trials_done == 1,
+                   what="wait.onnx measured a batch")
+    entry = _models(daemon)["wait"]
+    assert (entry.best_estimate_ms, entry.trials_per_minute, entry.eta_seconds) == (0.42, 30.0, 6.0)
+    batch_lines = [m for m in caplog.messages if "trials/min" in m]
+    assert batch_lines == ["job 1 wait.onnx: 1/4 trials, best estimate 0.42 ms, 30.0 trials/min, ETA 6s"]
+    (daemon.config.state_dir / "release").touch()
+    step_until(daemon, lambda: _state_of(daemon, "wait") == "done", what="wait.onnx done")
+    assert _models(daemon)["wait"].eta_seconds is None  # the fake's later reports carry no rate
 
 
 def test_restart_runs_what_was_queued_and_what_was_running(daemon_factory, daemon_config):

@@ -141,6 +141,18 @@ def test_progress_walks_through_the_stages(tuned):
     assert max(p.trials_done for p in progress) == 8
 
 
+def test_each_measured_batch_reports_the_rate_the_eta_and_once_every_task_ran_the_estimate(tuned):
+    _, manifest, progress = tuned
+    batches = [p for p in progress if p.stage == "tuning" and p.trials_done > 0]
+    assert batches and all(p.trials_per_minute > 0 and p.eta_seconds is not None for p in batches)
+    assert all(p.trials_per_minute is None for p in progress if p.stage == "tuning" and p.trials_done == 0)
+    # tiny_mlp's one task was measured in the first batch; this run's best is all the database holds
+    assert batches[-1].best_estimate_ms == pytest.approx(manifest.estimated_ms, rel=1e-3)
+    assert batches[-1].eta_seconds == 0  # the 8 trials are spent
+    after = [p for p in progress if p.stage != "tuning"]
+    assert all(p.best_estimate_ms == batches[-1].best_estimate_ms and p.eta_seconds is None for p in after)
+
+
 def test_output_folder_holds_only_the_artifact(tuned):
     root, manifest, _ = tuned
     assert sorted(p.name for p in (root / "out").iterdir()) == [f"mlp-{manifest.sha256[:8]}"]
@@ -213,6 +225,9 @@ def test_a_budget_short_of_a_round_per_task_warns_before_tuning_and_the_manifest
     assert manifest.tasks == 5 and 2 <= manifest.tasks_untuned <= 3 and manifest.verification.passed
     assert manifest.warnings == [f"{manifest.tasks_untuned} of 5 tasks run TVM's default schedule, untuned: "
                                  "the 8 trials ran out before the search reached them"]
+    # no estimate of the model while tasks have no measured candidate; a rate all the same
+    assert all(p.best_estimate_ms is None for p in progress) and manifest.estimated_ms is None
+    assert any(p.trials_per_minute for p in progress)
 
 
 def test_explore_reaches_the_search_and_an_all_random_search_still_tunes(tmp_path, monkeypatch):

@@ -82,7 +82,7 @@ def test_database_uses_wal_and_a_schema_version(tmp_path):
     JobQueue.open(tmp_path / "state").close()
     db = sqlite3.connect(tmp_path / "state" / "jobs.sqlite3")
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 4
 
 
 def test_a_warning_is_kept_while_running_and_replaced_by_the_outcomes(tmp_path, model):
@@ -100,7 +100,7 @@ def test_a_warning_is_kept_while_running_and_replaced_by_the_outcomes(tmp_path, 
     assert jobs.get(job.id).warning is None
 
 
-def test_a_schema_1_queue_keeps_its_jobs_and_gains_the_warning_column(tmp_path, model):
+def test_a_schema_1_queue_keeps_its_jobs_and_gains_the_later_columns(tmp_path, model):
     state = tmp_path / "state"
     state.mkdir()
     old = sqlite3.connect(state / "jobs.sqlite3")
@@ -122,8 +122,30 @@ def test_a_schema_1_queue_keeps_its_jobs_and_gains_the_warning_column(tmp_path, 
     assert (job.name, job.sha256, job.state, job.warning) == ("resnet", "a" * 64, "queued", None)
     jobs.set_warning(job.id, "short")
     assert jobs.get(job.id).warning == "short"
+    jobs.set_progress(job.id, "tuning", 8, 64, best_estimate_ms=1.5, trials_per_minute=20.0, eta_seconds=168.0)
+    assert jobs.get(job.id).eta_seconds == 168.0  # and the columns of schema 4
     jobs.close()
-    assert sqlite3.connect(state / "jobs.sqlite3").execute("PRAGMA user_version").fetchone()[0] == 3
+    assert sqlite3.connect(state / "jobs.sqlite3").execute("PRAGMA user_version").fetchone()[0] == 4
+
+
+def test_the_running_searchs_estimate_rate_and_eta_are_kept_until_it_starts_again(tmp_path, model):
+    state = tmp_path / "state"
+    jobs = JobQueue.open(state)
+    job = jobs.enqueue(model, sha256_of(model))
+    jobs.mark_started(job.id)
+    jobs.set_progress(job.id, "tuning", 16, 64, best_estimate_ms=2.5, trials_per_minute=32.0, eta_seconds=90.0)
+    tuning = jobs.get(job.id)
+    assert (tuning.trials_done, tuning.best_estimate_ms, tuning.trials_per_minute, tuning.eta_seconds) == (16, 2.5, 32.0, 90.0)
+    jobs.set_progress(job.id, "building", 64, 64, best_estimate_ms=2.0, trials_per_minute=30.0)
+    jobs.mark_done(job.id, "/out/a", Latency(tvm=2.2, untuned=9.0, onnxruntime=3.0))
+    done = jobs.get(job.id)
+    assert (done.best_estimate_ms, done.trials_per_minute, done.eta_seconds) == (2.0, 30.0, None)
+    jobs.mark_started(job.id)
+    jobs.set_progress(job.id, "tuning", 8, 64, best_estimate_ms=3.0, trials_per_minute=10.0, eta_seconds=300.0)
+    jobs.close()  # the daemon died mid-search
+    requeued = JobQueue.open(state).get(job.id)
+    assert (requeued.state, requeued.best_estimate_ms, requeued.trials_per_minute, requeued.eta_seconds) == (
+        "queued", None, None, None)
 
 
 def test_input_problem_names_missing_and_changed_files(tmp_path, model):

@@ -30,6 +30,7 @@ def _status(n_models: int, state: str = "watching") -> StatusFile:
             trials_done=i, trials_total=64, artifact_dir=f"/out/model{i}" if i % 2 else None,
             latency_ms=Latency(tvm=0.1 * i, untuned=0.2, onnxruntime=0.3) if i % 2 else None,
             warning="3 of 16 tasks run TVM's default schedule" if i == 1 else None,
+            best_estimate_ms=0.05 * (i + 1), trials_per_minute=30.0 + i, eta_seconds=None if i % 2 else 120.0,
             queued_at=NOW, updated_at=NOW,
         )
         for i in range(n_models)
@@ -108,6 +109,7 @@ def test_status_command_prints_a_table_and_the_raw_json(tmp_path):
     assert "model0" in table.output and "model1" in table.output and "/out/model1" in table.output
     assert "0.100" in table.output  # model1's tvm latency
     assert "warning: 3 of 16 tasks run TVM's default schedule" in table.output
+    assert "trials/min" in table.output and "2m" in table.output  # model0 is tuning: 30 trials/min, 2 minutes left
 
     raw = runner.invoke(app, ["status", "--status-file", str(path), "--json"])
     assert raw.exit_code == 0

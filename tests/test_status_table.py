@@ -38,3 +38,17 @@ def test_no_thread_note_before_anything_is_timed():
     now = datetime(2026, 12, 7, tzinfo=UTC)
     queued = ModelEntry(name="cnn", sha256="ab" * 32, state="queued", queued_at=now, updated_at=now)
     assert "TVM_NUM_THREADS" not in _text(_status([queued]))
+
+
+def test_a_tuning_model_shows_its_rate_eta_and_estimate_and_a_done_one_no_eta():
+    now = datetime(2026, 12, 7, tzinfo=UTC)
+    tuning = ModelEntry(name="resnet18", sha256="cd" * 32, state="tuning", trials_done=96, trials_total=528,
+                        best_estimate_ms=6.123, trials_per_minute=32.9, eta_seconds=788, queued_at=now, updated_at=now)
+    done = tuning.model_copy(update={"name": "cnn", "state": "done", "eta_seconds": 5.0})
+    assert _cells(tuning)[3:7] == ["96/528", "32.9", "13m", "6.12"]
+    assert _cells(done)[3:7] == ["96/528", "32.9", "-", "6.12"]  # the ETA was for the search, which ended
+
+
+def _cells(model: ModelEntry) -> list[str]:
+    row = next(line for line in _text(_status([model])).splitlines() if line.split()[0] == model.name)
+    return [cell.strip() for cell in row.split("│")]

@@ -84,7 +84,7 @@ def test_the_measure_callback_stops_every_idle_task_past_the_deadline_or_after_r
     from tcl_core.tvm_api import _CountMeasured
 
     def scheduler():
-        tasks = [SimpleNamespace(is_terminated=False, measure_candidates=None) for _ in range(3)]
+        tasks = [SimpleNamespace(is_terminated=False, measure_candidates=None, task_weight=1.0) for _ in range(3)]
         tasks[2].measure_candidates = ["in flight"]  # comes back later; terminated then
         return SimpleNamespace(tasks_=tasks, terminate_task=lambda i: setattr(tasks[i], "is_terminated", True))
 
@@ -95,7 +95,7 @@ def test_the_measure_callback_stops_every_idle_task_past_the_deadline_or_after_r
     late = _CountMeasured(seen.append, deadline=time.monotonic() - 1)._inst  # the Python side of the FFI object
     late_scheduler = scheduler()
     late.apply(late_scheduler, 0, None, None, batch(1e-3, 2e-3))
-    assert seen == [2] and late.out_of_time and not late.converged
+    assert [s.trials for s in seen] == [2] and late.out_of_time and not late.converged
     assert [t.is_terminated for t in late_scheduler.tasks_] == [True, True, False]
 
     patient = _CountMeasured(seen.append, patience=2)._inst
@@ -106,3 +106,24 @@ def test_the_measure_callback_stops_every_idle_task_past_the_deadline_or_after_r
     assert not patient.converged and not any(t.is_terminated for t in calm.tasks_)
     patient.apply(calm, 1, None, None, [SimpleNamespace(error_msg="build failed", run_secs=[])])
     assert patient.converged and [t.is_terminated for t in calm.tasks_] == [True, True, False]
+
+
+def test_the_measure_callback_reports_the_weighted_best_estimate_once_every_task_ran():
+    from types import SimpleNamespace
+
+    import pytest
+
+    from tcl_core.tvm_api import TuningProgress, _CountMeasured
+
+    tasks = [SimpleNamespace(is_terminated=False, measure_candidates=None, task_weight=w) for w in (2.0, 1.0)]
+    two_tasks = SimpleNamespace(tasks_=tasks, terminate_task=lambda i: None)
+    seen: list[TuningProgress] = []
+    counter = _CountMeasured(seen.append)._inst
+    counter.apply(two_tasks, 0, None, None, [SimpleNamespace(error_msg=None, run_secs=[s]) for s in (2e-3, 1e-3)])
+    counter.apply(two_tasks, 1, None, None, [SimpleNamespace(error_msg="run failed", run_secs=None)])
+    counter.apply(two_tasks, 1, None, None, [SimpleNamespace(error_msg=None, run_secs=[4e-3, 6e-3])])
+    counter.apply(two_tasks, 0, None, None, [SimpleNamespace(error_msg=None, run_secs=[0.995e-3])])  # under 1%: counts here
+    assert [p.trials for p in seen] == [2, 3, 4, 5]
+    assert [p.best_estimate_ms for p in seen][:2] == [None, None]  # task 1 had no candidate that ran
+    assert seen[2].best_estimate_ms == pytest.approx(2 * 1.0 + 5.0)
+    assert seen[3].best_estimate_ms == pytest.approx(2 * 0.995 + 5.0)
