@@ -23,7 +23,7 @@ from deploy.pipeline import run_pipeline
 from deploy.tune import TVM_EXPLORE
 from tcl_core.zoo import ZOO, export_onnx
 
-__all__ = ["MODELS", "COST_MODELS", "tune_once", "measurement_order", "best_seconds_per_task"]
+__all__ = ["MODELS", "COST_MODELS", "tune_once", "measurement_order", "best_seconds_per_task", "seed_database"]
 
 
 def _zoo(name: str):
@@ -59,11 +59,16 @@ def tune_once(
     seed: int = 0,
     target: dict | None = None, student: Path | None = None, rdu_fraction: float = 0.25,
     explore: float | None = None, timing_repeats: int = 50, levers: dict | None = None,
+    seed_databases: list[Path] | None = None, task_hashes: set[str] | None = None,
 ) -> dict:
     """Tune `model_name` under `root` (its artifact stays in root/out) and return the run's record.
 
     `levers`: TuningOptions fields that change what is tuned or how it is timed (threads, fast_math,
     pack_weights, conv_layout, flush_caches); None keeps the pipeline's defaults.
+    `seed_databases`: a warm run: the platform's database starts with these databases' records
+    (folders named by their records key, as the pipeline keeps them). Those of the model's own
+    workloads (`task_hashes`) lead `measurements`, at 0 s, so the curves start from what the
+    database already held; the rest are left out.
     """
     if cost_model not in COST_MODELS:
         raise ValueError(f"unknown cost model {cost_model!r}; expected one of {sorted(COST_MODELS)}")
@@ -78,6 +83,7 @@ def tune_once(
         if progress.stage == "tuning":
             timeline.append((round(time.perf_counter() - started, 2), progress.trials_done))
 
+    seeded = seed_database(database_dir(root / "state", seed_databases[0].name), seed_databases) if seed_databases else 0
     uses_student = pipeline_cost_model == "tcl"
     manifest = run_pipeline(
         model_path, output_dir=root / "out", state_dir=root / "state", on_progress=on_progress,
@@ -91,6 +97,10 @@ def tune_once(
     wall = time.perf_counter() - started
     measurements = measurement_order(database_dir(root / "state", records_key(
         manifest.platform, manifest.threads, manifest.target.get("num-cores"), flush_caches=manifest.flush_caches)))
+    if seeded:
+        held = [m for m in measurements[:seeded] if m[0] in (task_hashes or set())]
+        measurements = held + measurements[seeded:]
+        timeline = [(0.0, len(held))] + [(seconds, trials + len(held)) for seconds, trials in timeline]
     return {
         "model": model_name, "budget": budget, "cost_model": cost_model,
         "resolved_cost_model": manifest.cost_model, "student": manifest.student,
@@ -103,7 +113,8 @@ def tune_once(
         "conv_layout": manifest.conv_layout, "flush_caches": manifest.flush_caches, "estimated_ms": manifest.estimated_ms, "advice": manifest.advice,
         "top_kernels": [kernel.model_dump() for kernel in manifest.top_kernels],
         "max_abs_err": manifest.verification.max_abs_err, "target": manifest.target,
-        "artifact_dir": manifest.artifact_dir,
+        "artifact_dir": manifest.artifact_dir, "tasks_reused": manifest.tasks_reused,
+        "tasks_warm_started": manifest.tasks_warm_started, "seeded_records": seeded,
         "best_seconds_per_task": best_seconds_per_task(measurements), "timeline": timeline,
         "measurements": measurements,
     }
@@ -129,3 +140,21 @@ def measurement_order(database_dir: Path) -> list[tuple[str, float]]:
             index, record = json.loads(line)
             order.append((str(hashes[index]), mean_seconds(record[1])))
     return order
+
+
+def seed_database(dest: Path, sources: list[Path]) -> int:
+    """Copy every record of the MetaSchedule JSON databases in `sources` into the one at `dest`; returns how many.
+
+    A warm run's starting point: the platform's database as it stands after tuning other models.
+    """
+    from tcl_core import tvm_api
+
+    database = tvm_api.open_database(dest)
+    copied = 0
+    for source in sources:
+        for record in tvm_api.open_database(source).get_all_tuning_records():
+            database.commit_tuning_record(tvm_api.ms.database.TuningRecord(
+                record.trace, database.commit_workload(record.workload.mod), record.run_secs, record.target,
+                record.args_info))
+            copied += 1
+    return copied

@@ -54,6 +54,9 @@ class SuiteConfig:
     baseline: str = "xgb"       # the cost model whose final latency is the target
     target: dict | None = field(default=None)  # TVM target dict; None: this host
     student: str | None = None  # student file for the "tcl" runs; None: what "tcl" resolves to here
+    # A warm run: the work folder of an earlier `--keep-work` run; each model starts with the
+    # tuning databases of that run's other models (as a platform that tuned them before would)
+    warm_from: str | None = None
 
 
 # Quick: the two example models at 32 trials (one or two search rounds of 8 per task); under 15 min on 2 cores.
@@ -184,6 +187,18 @@ def default_stem(quick: bool, target: dict | None) -> str:
     return f"{dt.date.today().isoformat()}-{platform}" + ("-quick" if quick else "")
 
 
+def warm_sources(work: Path, model_name: str) -> list[Path]:
+    """The tuning databases of every other model in an earlier run's work folder (`<work>/<model>/<cost model>/state`)."""
+    from deploy.layout import databases_root
+
+    sources = sorted(folder for model in sorted(work.iterdir()) if model.is_dir() and model.name != model_name
+                     for run in sorted(model.iterdir()) if databases_root(run / "state").is_dir()
+                     for folder in databases_root(run / "state").iterdir() if folder.is_dir())
+    if not sources:
+        raise SystemExit(f"--warm-from {work}: no tuning databases of other models there (a --keep-work run's .work/<stem>)")
+    return sources
+
+
 def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, log: Log = print,
               keep_work: bool = False, retime: bool = False) -> dict:
     """Run (or resume) the suite; results in `out_dir/<stem>.json`. Returns the results.
@@ -250,6 +265,8 @@ def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, lo
             shutil.rmtree(root, ignore_errors=True)
             root.mkdir(parents=True)
             row = tune_once(model_name, root, budget=budget, cost_model=cost_model,
+                            seed_databases=warm_sources(Path(config.warm_from), model_name) if config.warm_from else None,
+                            task_hashes={task["structural_hash"] for task in entry["tasks"]},
                             trials_per_iter=config.trials_per_iter, population=config.population,
                             seed=config.seed, target=config.target, timing_repeats=config.timing_repeats,
                             student=Path(config.student) if config.student else None)
@@ -297,6 +314,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="keep the libraries and tuning databases in <out>/.work/<stem>/ after timing them")
     parser.add_argument("--retime", action="store_true",
                         help="time the libraries kept by --keep-work again (on an idle machine), replacing the timings")
+    parser.add_argument("--warm-from", type=Path, default=None,
+                        help="an earlier --keep-work run's work folder (<out>/.work/<stem>): each model starts with "
+                             "the tuning databases of that run's other models")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results/<platform>/)")
     parser.add_argument("--stem", default=None, help="results file stem (default <date>-<platform>[-quick])")
     args = parser.parse_args(argv)
@@ -304,13 +324,14 @@ def main(argv: list[str] | None = None) -> None:
     overrides = {"models": tuple(args.models) if args.models else None, "budget": args.budget,
                  "trials_per_iter": args.trials_per_iter, "trials_per_task": args.trials_per_task, "population": args.population, "timing_repeats": args.timing_repeats,
                  "seed": args.seed, "student": str(args.student) if args.student else None,
-                 "cost_models": tuple(args.cost_models) if args.cost_models else None}
+                 "cost_models": tuple(args.cost_models) if args.cost_models else None,
+                 "warm_from": str(args.warm_from) if args.warm_from else None}
     config = SuiteConfig(**{**asdict(base), **{k: v for k, v in overrides.items() if v is not None}})
     stem = args.stem or default_stem(args.quick, config.target)
     args.out = args.out or results_dir(config.target)
     command = " ".join(["-m benchmarks run", *(argv if argv is not None else sys.argv[2:])])
     results = run_suite(config, args.out, stem, command=command.strip(),
-                        log=lambda line: print(line, flush=True), keep_work=args.keep_work or args.retime,
+                        log=lambda line: print(line, flush=True), keep_work=args.keep_work,
                         retime=args.retime)
     written = report.write_report(results, args.out, stem)
     print("\n".join(str(p) for p in written))

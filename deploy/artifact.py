@@ -81,6 +81,7 @@ class Manifest(BaseModel):
     tasks: int
     tasks_reused: int
     tasks_untuned: int = 0           # tasks with no measured schedule after tuning: they run TVM's default
+    tasks_warm_started: int = 0      # tasks whose first batch replayed schedules of similar workloads measured here before
     warnings: list[str] = []         # what limits this result (a budget too small for the tasks), one line each
     tuning_seconds: float
     time_budget: float | None = None  # seconds the search was allowed, on top of `trials`

@@ -68,6 +68,14 @@ def parse_duration(value: object) -> object:
     return sum(float(number) * {"h": 3600, "m": 60, "s": 1}[unit] for number, unit in parts)
 
 
+def format_duration(seconds: float) -> str:
+    """Seconds as a person reads an ETA, in parse_duration's units: "45s", "7m", "1h30m"."""
+    if seconds < 59.5:
+        return f"{max(seconds, 0):.0f}s"
+    minutes = round(seconds / 60)
+    return f"{minutes}m" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m".replace("h00m", "h")
+
+
 class TuningOptions(BaseModel):
     """How one model is tuned, built and verified (the `[tuning]` table of the daemon config)."""
 
@@ -106,6 +114,10 @@ class TuningOptions(BaseModel):
     patience_rounds: int | None = Field(3, ge=1, description=(
         "stop once this many rounds per task in a row improved no task's best time by 1% (further search "
         "is unlikely to pay); None: search until the trials or the time budget run out"))
+    warm_start: int = Field(4, ge=0, description=(
+        "with \"tcl\": a task with no record of its own first measures this many schedules of the most similar "
+        "workloads already tuned on this platform (same anchor operator, nearest shapes), replayed onto it and "
+        "ranked by the student; the search then starts from them. 0 turns it off (MetaSchedule reuses exact matches only)"))
     flush_caches: bool = Field(False, description=(
         "time candidates run by run with their weights flushed from the CPU caches, as in a run of the "
         "whole model, instead of back to back with everything hot (MetaSchedule's default)"))
@@ -129,3 +141,9 @@ class Progress(BaseModel):
     trials_done: int = 0
     trials_total: int = 0
     warning: str | None = None  # set once, when the tasks are known: the budget cannot reach them all
+    # From the first measured batch on (deploy.progress): the tuner's estimate of one run of the model
+    # (weight x best time per task, in ms; None until every task has a measured candidate), measured
+    # trials per minute of tuning, and seconds until the trials or the time budget run out.
+    best_estimate_ms: float | None = None
+    trials_per_minute: float | None = None
+    eta_seconds: float | None = None  # tuning only; None once it ends

@@ -17,9 +17,11 @@ from deploy.build import build_library
 from deploy.errors import PipelineError, VerificationError
 from deploy.farm import check_farm
 from deploy.options import Progress, TuningOptions
+from deploy.progress import TuningMeter
 from deploy.layout import database_dir, records_key
 from deploy.tune import TuningResult, budget_shortfall, estimate_ms, explore_share, plan_tuning, tune_module
 from tcl_core import tvm_api
+from tcl_core.warm_start import WarmStartConfig
 from tcl_core.platform import platform_name
 from tcl_core.students import choose_cost_model
 
@@ -71,11 +73,13 @@ def run_pipeline(
     shortfall = budget_shortfall(len(plan.fresh), trials, options.trials_per_iter)
     if shortfall:
         on_progress(Progress(stage="tuning", trials_done=0, trials_total=trials, warning=shortfall))
+    reused = [task for task in plan.tasks if all(task is not fresh for fresh in plan.fresh)]
+    meter = TuningMeter(trials_total=trials, time_budget=options.time_budget, reused_ms=estimate_ms(reused, database))
     tuning = _guard("tuning failed", lambda: tune_module(
         plan, target, database=database, log_dir=Path(state_dir) / "logs" / name, trials=trials,
         cost_model=choice.name, trials_per_iter=options.trials_per_iter,
         population=options.population, seed=options.seed,
-        on_measured=lambda done: on_progress(Progress(stage="tuning", trials_done=done, trials_total=trials)),
+        on_measured=lambda measured: on_progress(meter.report(measured)),
         student_path=choice.student.path if choice.student else None,
         rdu_fraction=options.rdu_fraction,
         explore=explore,
@@ -84,15 +88,17 @@ def run_pipeline(
         flush_caches=options.flush_caches,
         time_budget=options.time_budget,
         patience_rounds=options.patience_rounds,
+        # the student ranks schedules it never saw timed; XGBoost starts untrained and runs as TVM's users run it
+        warm=WarmStartConfig(candidates=options.warm_start) if options.warm_start and choice.name == "tcl" else None,
     ))
 
-    on_progress(Progress(stage="building", trials_done=tuning.trials_measured, trials_total=trials))
+    on_progress(meter.after("building", tuning.trials_measured))
     staging = staging_dir_for(Path(output_dir))
     try:
         with tempfile.TemporaryDirectory(prefix="tcl-tuned-untuned-") as scratch:
             library = _guard("build failed", lambda: build_library(lowered, target, staging / "model.so", database=database))
             untuned = _guard("untuned build failed", lambda: build_library(lowered, target, Path(scratch) / "untuned.so"))
-            on_progress(Progress(stage="verifying", trials_done=tuning.trials_measured, trials_total=trials))
+            on_progress(meter.after("verifying", tuning.trials_measured))
             threads_here = tvm_api.runtime_threads()  # what the library is timed on here; onnxruntime gets as many
             verification, outputs, latency, kernels, reference = _guard("verification failed", lambda: _verify_and_time(
                 spec, library, untuned, options, threads_here))
@@ -105,7 +111,7 @@ def run_pipeline(
             tvm_version=tvm_api.TVM_VERSION, cost_model=choice.name, cost_model_reason=choice.reason,
             student=choice.student.describe() if choice.student else None, explore=explore, trials=trials,
             trials_measured=tuning.trials_measured, tasks=tuning.tasks, tasks_reused=tuning.tasks_reused,
-            tasks_untuned=tuning.tasks_untuned, warnings=warnings, reference=reference.name,
+            tasks_untuned=tuning.tasks_untuned, tasks_warm_started=tuning.tasks_warm_started, warnings=warnings, reference=reference.name,
             time_budget=options.time_budget, stopped_by=_stopped_by(tuning, trials), tuning_profile=tuning.profile or {},
             runner=runner.describe(),
             tuning_seconds=round(tuning.seconds, 3), threads=threads, fast_math=options.fast_math,
@@ -247,7 +253,5 @@ def _guard(what: str, step: Callable):
 
 
 def _pipeline_error(what: str, err: Exception) -> PipelineError:
-    lines = str(err).strip().splitlines() or [type(err).__name__]
     # TVM's messages end with the useful line; tracebacks come first.
-    detail = next((line for line in reversed(lines) if line.strip()), type(err).__name__)
-    return PipelineError(f"{what}: {type(err).__name__}: {detail.strip()[:300]}")
+    return PipelineError(f"{what}: {type(err).__name__}: {intake.error_line(err, last=True)}")

@@ -7,11 +7,11 @@ workloads with an earlier one reuses its records instead of measuring them again
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tcl_core import tuning, tvm_api
+from tcl_core.warm_start import WarmStartConfig
 
 
 # Share of each measured batch drawn at random (MetaSchedule's eps-greedy, rounded down per batch).
@@ -47,6 +47,7 @@ class TuningResult:
     seconds: float
     stopped_early: str | None = None  # "time budget" or "converged": what ended the search before the trials did
     profile: dict[str, float] | None = None  # MetaSchedule's profiler: seconds per scope (build, run, search, ...)
+    tasks_warm_started: int = 0  # tasks whose first batch replayed similar workloads' schedules (tcl_core.warm_start)
 
 
 def plan_tuning(lowered, target, *, database, trials_per_iter: int) -> TuningPlan:
@@ -85,7 +86,7 @@ def tune_module(
     trials_per_iter: int,
     population: int,
     seed: int,
-    on_measured: Callable[[int], None],
+    on_measured: tvm_api.ProgressCallback,
     student_path: Path | None = None,
     rdu_fraction: float = 0.0,
     explore: float = 0.05,
@@ -94,13 +95,14 @@ def tune_module(
     flush_caches: bool = False,
     time_budget: float | None = None,
     patience_rounds: int | None = None,
+    warm: WarmStartConfig | None = None,
 ) -> TuningResult:
     """Tune the plan's fresh tasks; count those that still have no record (and so no tuned schedule)."""
     started = time.perf_counter()
     tasks, fresh = plan.tasks, plan.fresh
-    measured, stopped_early, profile = 0, None, None
+    outcome = tuning.TuneOutcome(0, None, None)
     if fresh and trials > 0:
-        measured, stopped_early, profile = tuning.tune(
+        outcome = tuning.tune(
             tasks=fresh,
             target=target,
             database=database,
@@ -123,11 +125,13 @@ def tune_module(
             flush_caches=flush_caches,
             seconds=time_budget,
             patience_rounds=patience_rounds,
+            warm=warm,
         )
     untuned = sum(1 for task in fresh if tvm_api.count_records(database, task.dispatched[0], 1) == 0)
     return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh), tasks_untuned=untuned,
-                        trials_measured=measured, seconds=time.perf_counter() - started,
-                        stopped_early=stopped_early, profile=profile)
+                        trials_measured=outcome.measured, seconds=time.perf_counter() - started,
+                        stopped_early=outcome.stopped_early, profile=outcome.profile,
+                        tasks_warm_started=outcome.tasks_warm_started)
 
 
 

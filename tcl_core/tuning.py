@@ -7,13 +7,16 @@ student, "xgb" and "random" are TVM's) and when the RDU sampler wraps the evolut
 from __future__ import annotations
 
 import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tcl_core import tvm_api
 from tcl_core.tvm_api import ms
+from tcl_core.warm_start import WarmStartConfig, warm_start
 
-__all__ = ["COST_MODELS", "make_cost_model", "make_search_strategy", "tune"]
+__all__ = ["COST_MODELS", "TuneOutcome", "make_cost_model", "make_search_strategy", "tune"]
 
 COST_MODELS = ("tcl", "xgb", "random")
 
@@ -53,15 +56,43 @@ def make_search_strategy(cost_model_name: str, model: ms.CostModel, *, populatio
     return strategy
 
 
-def tune(*, tasks: list, cost_model: str, population: int, student_path: Path | None = None,
-         rdu_fraction: float = 0.0, explore: float = 0.05, **run: Any) -> tuple[int, str | None, dict[str, float]]:
-    """Tune `tasks` with the named cost model; returns (candidates measured, why it stopped early or None,
-    seconds per MetaSchedule profiler scope).
+@dataclass(frozen=True)
+class TuneOutcome:
+    measured: int                    # candidates measured, warm start included
+    stopped_early: str | None        # "time budget" or "converged": what ended the search before the trials
+    profile: dict[str, float]        # MetaSchedule's profiler: seconds per scope
+    tasks_warm_started: int = 0      # tasks whose first batch replayed similar workloads' schedules
+    warm_start_seconds: float = 0.0  # wall time of that batch (replay, ranking, build, measurement)
 
-    `run`: the rest of tcl_core.tvm_api.tune_tasks's arguments (target, database, work_dir,
-    budgets, seed, on_measured, rpc, threads, flush_caches, seconds, patience_rounds).
+
+def tune(*, tasks: list, cost_model: str, population: int, student_path: Path | None = None,
+         rdu_fraction: float = 0.0, explore: float = 0.05, warm: WarmStartConfig | None = None,
+         **run: Any) -> TuneOutcome:
+    """Tune `tasks` with the named cost model.
+
+    `warm`: first measure, for each task without records, the cost model's picks among replayed
+    schedules of similar workloads (tcl_core.warm_start); they count against the trial and time
+    budgets. `run`: the rest of tcl_core.tvm_api.tune_tasks's arguments (target, database,
+    work_dir, budgets, seed, on_measured, rpc, threads, flush_caches, seconds, patience_rounds).
     """
     model = make_cost_model(cost_model, student_path)
     strategy = make_search_strategy(cost_model, model, population=population, explore=explore,
                                     rdu_fraction=rdu_fraction)
-    return tvm_api.tune_tasks(tasks=tasks, cost_model=model, strategy=strategy, **run)
+    if warm is None:
+        measured, stopped, profile = tvm_api.tune_tasks(tasks=tasks, cost_model=model, strategy=strategy, **run)
+        return TuneOutcome(measured, stopped, profile)
+    started = time.monotonic()
+    report = run["on_measured"]
+    result = warm_start(tasks, database=run["database"], target=run["target"], cost_model=model, config=warm,
+                        on_measured=lambda n: report(tvm_api.TuningProgress(n, None)),
+                        rpc=run.get("rpc"), threads=run.get("threads"))
+    spent = time.monotonic() - started
+    run["max_trials_global"] = max(0, run["max_trials_global"] - result.measured)
+    if run.get("seconds") is not None:
+        run["seconds"] = max(0.0, run["seconds"] - spent)
+    run["on_measured"] = lambda progress: report(
+        tvm_api.TuningProgress(progress.trials + result.measured, progress.best_estimate_ms))
+    measured, stopped, profile = 0, None, {}
+    if run["max_trials_global"] > 0:
+        measured, stopped, profile = tvm_api.tune_tasks(tasks=tasks, cost_model=model, strategy=strategy, **run)
+    return TuneOutcome(measured + result.measured, stopped, profile, result.tasks_warm_started, round(spent, 2))

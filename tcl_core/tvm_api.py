@@ -13,6 +13,7 @@ import os
 import sys
 import types
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,9 @@ from tvm.s_tir import meta_schedule as ms  # noqa: E402
 __all__ = [
     "TVM_VERSION", "tvm", "relax", "ms", "derived_object", "from_onnx",
     "make_target", "host_target_dict", "set_threads_for_this_process", "runtime_threads", "runtime_files", "CONV_LAYOUTS", "lower_for_tuning", "extract_tasks",
-    "open_database", "count_records", "structural_hash", "estimate_flops", "make_runner", "tracker_summary", "tune_tasks", "measure_records", "apply_database", "compile_module", "load_vm", "fast_build", "alloc_like_real_data", "profile_kernels",
-    "ProgressCallback", "array_items", "array_item", "map_get",
+    "open_database", "count_records", "structural_hash", "estimate_flops", "make_runner", "tracker_summary", "tune_tasks", "measure_records", "measure_candidates",
+    "anchor_block", "loop_extents", "replay_trace", "make_postprocs", "apply_database", "compile_module", "load_vm", "fast_build", "alloc_like_real_data", "profile_kernels",
+    "TuningProgress", "ProgressCallback", "array_items", "array_item", "map_get",
 ]
 
 TVM_VERSION: str = tvm.__version__
@@ -254,7 +256,17 @@ def fast_build(mod: tvm.IRModule, target: tvm.target.Target, _params: Any = None
     return tvm.driver.build(mod, target=target)
 
 
-ProgressCallback = Callable[[int], None]
+@dataclass(frozen=True)
+class TuningProgress:
+    """What the search has done so far, reported after every measured batch."""
+
+    trials: int  # candidates measured in this run
+    # sum over the run's tasks of weight x best mean time measured in this run, in ms; None until
+    # every task has one candidate that built and ran
+    best_estimate_ms: float | None
+
+
+ProgressCallback = Callable[[TuningProgress], None]
 
 
 def alloc_like_real_data(device: Any, args_info: list, alloc_repeat: int) -> list[list[Any]]:
@@ -325,7 +337,7 @@ def tracker_summary(host: str, port: int) -> dict[str, Any]:
 
 @derived_object
 class _CountMeasured(ms.measure_callback.PyMeasureCallback):
-    """Reports the running count of measured candidates after every batch; ends the run early.
+    """Reports measured candidates and the best estimate so far after every batch; ends the run early.
 
     MetaSchedule has no time limit and no convergence test. Past `deadline` (time.monotonic()),
     or after `patience` batches in a row that improved no task's best time by 1% or more, every
@@ -343,15 +355,19 @@ class _CountMeasured(ms.measure_callback.PyMeasureCallback):
         self.out_of_time = False
         self.converged = False
         self._best: dict[int, float] = {}
+        self._weights: list[float] | None = None  # each task's weight in the model, read at the first batch
+        self._fastest: dict[int, float] = {}  # exact best per task, for the estimate (`_best` moves in 1% steps)
         self._without_gain = 0
 
     def apply(self, task_scheduler, task_id, measure_candidates, builder_results, runner_results):
         import time
 
         self.count += len(runner_results)
-        self.on_measured(self.count)
         seconds = [sum(float(s) for s in r.run_secs) / len(r.run_secs) for r in runner_results
                    if r.error_msg is None and r.run_secs]
+        if seconds:
+            self._fastest[task_id] = min(min(seconds), self._fastest.get(task_id, float("inf")))
+        self.on_measured(TuningProgress(self.count, self._estimate_ms(task_scheduler)))
         if seconds and min(seconds) < 0.99 * self._best.get(task_id, float("inf")):
             self._best[task_id] = min(seconds)
             self._without_gain = 0
@@ -366,6 +382,14 @@ class _CountMeasured(ms.measure_callback.PyMeasureCallback):
                 # the task just joined is cleaned up after its callbacks; others in flight come back later
                 if not record.is_terminated and (index == task_id or record.measure_candidates is None):
                     task_scheduler.terminate_task(index)
+
+    def _estimate_ms(self, task_scheduler) -> float | None:
+        """Weight x fastest mean time over the run's tasks, in ms; None while a task has none."""
+        if self._weights is None:
+            self._weights = [float(record.task_weight) for record in task_scheduler.tasks_]
+        if len(self._fastest) < len(self._weights):
+            return None
+        return 1e3 * sum(weight * self._fastest[index] for index, weight in enumerate(self._weights))
 
 
 def tune_tasks(
@@ -432,14 +456,27 @@ def measure_records(
 ) -> list[float | None]:
     """Build and run stored candidates (TuningRecords, any platform's) for `target`; commit them here.
 
-    Each record's trace is replayed onto `workload_mod`, built with `fast_build` and timed by
-    `make_runner(rpc)`; every candidate is committed to `database` as a new TuningRecord for
-    `target`, a failed build or run with MetaSchedule's 1e10 s, as its tuning loop does. Returns
-    each one's mean seconds (None where it failed), in order. The build artifacts are removed.
+    Each record's trace is replayed onto `workload_mod` (`as_measure_candidate`), then measured and
+    committed as `measure_candidates` does.
+    """
+    return measure_candidates([record.as_measure_candidate() for record in records], [workload_mod] * len(records),
+                              target=target, database=database, rpc=rpc, threads=threads)
+
+
+def measure_candidates(
+    candidates: list, workload_mods: list, *, target: tvm.target.Target, database: ms.Database,
+    rpc: dict[str, Any] | None = None, threads: int | None = None,
+) -> list[float | None]:
+    """Build and time MeasureCandidates outside a tuning loop, each of its workload; commit them to `database`.
+
+    All are built in one batch with `fast_build` and timed in one batch by `make_runner(rpc,
+    threads)` (each batch starts its worker processes once); every candidate is committed as a
+    TuningRecord of its workload for `target`, a failed build or run with MetaSchedule's 1e10 s,
+    as its tuning loop does. Returns each one's mean seconds (None where it failed), in order. The
+    build artifacts are removed.
     """
     import shutil
 
-    candidates = [record.as_measure_candidate() for record in records]
     builder = ms.builder.LocalBuilder(f_build=fast_build)
     built = builder.build([ms.builder.BuilderInput(c.sch.mod, target) for c in candidates])
     runnable = [i for i, result in enumerate(built) if result.error_msg is None]
@@ -452,14 +489,111 @@ def measure_records(
         result = future.result()
         if result.error_msg is None and result.run_secs:
             run_secs[i] = [float(s) for s in result.run_secs]
-    workload = database.commit_workload(workload_mod)
-    for candidate, seconds in zip(candidates, run_secs):
+    for candidate, workload_mod, seconds in zip(candidates, workload_mods, run_secs):
         database.commit_tuning_record(ms.database.TuningRecord(
-            candidate.sch.trace, workload, seconds if seconds is not None else [1e10], target, candidate.args_info))
+            candidate.sch.trace, database.commit_workload(workload_mod), seconds if seconds is not None else [1e10],
+            target, candidate.args_info))
     for result in built:
         if result.artifact_path is not None:
             shutil.rmtree(Path(result.artifact_path).parent, ignore_errors=True)
     return [None if s is None else sum(s) / len(s) for s in run_secs]
+
+
+def anchor_block(mod: tvm.IRModule) -> str | None:
+    """The name of a task's anchor block (its main reduction, MetaSchedule's choice), or None."""
+    from tvm.s_tir.analysis import find_anchor_sblock
+
+    block = find_anchor_sblock(mod)
+    return None if block is None else str(block.name_hint)
+
+
+def loop_extents(mod: tvm.IRModule, block: str) -> list[int] | None:
+    """The extents of the loops around `block` in the unscheduled `mod` (0 for a dynamic one); None without it."""
+    from tvm.s_tir import Schedule
+
+    schedule = Schedule(mod)
+    try:
+        loops = schedule.get_loops(schedule.get_sblock(block))
+    except (tvm.TVMError, ValueError, RuntimeError):
+        return None
+    return [int(extent) if isinstance(extent := schedule.get(loop).extent, tvm.tirx.IntImm) else 0 for loop in loops]
+
+
+def make_postprocs(mod: tvm.IRModule, target: tvm.target.Target) -> list:
+    """MetaSchedule's default postprocessors for `target`, initialised for the task `mod` (as its search does)."""
+    context = ms.TuneContext(mod=mod, target=target, task_name="replay")
+    postprocs = ms.postproc.Postproc.create(target.kind.name)
+    for postproc in postprocs:
+        postproc._initialize_with_tune_context(context)
+    return postprocs
+
+
+def _fit_tile(decision: list[int], extent: int) -> list[int]:
+    """A perfect tiling of `extent` as close to `decision` (a tiling of another extent) as divisibility allows.
+
+    From the innermost factor out, each keeps what it shares with what is left (the vector width
+    and the cache-sized inner tiles survive where they divide); the outermost takes the rest.
+    """
+    import math
+
+    left, fitted = extent, []
+    for factor in reversed(decision[1:]):
+        kept = math.gcd(left, int(factor))
+        fitted.append(kept)
+        left //= kept
+    return [left, *reversed(fitted)]
+
+
+def _refit_tiles(trace: Any, mod: tvm.IRModule) -> Any:
+    """`trace` (postprocessing dropped) with every tile-size decision refitted to `mod`'s loop extents.
+
+    A SamplePerfectTile splits the i-th loop a GetLoops returned for a block the trace fetched by
+    name; the same block of `mod` gives that loop's new extent. Decisions on other loops are kept.
+    """
+    trace = trace.with_decision(trace.insts[0], trace.decisions.get(trace.insts[0]), remove_postproc=True)
+    block_of: dict[Any, str] = {}        # block RV -> name
+    loop_of: dict[Any, tuple[str, int]] = {}  # loop RV -> (block name, position)
+    extents: dict[str, list[int] | None] = {}
+    for inst in trace.insts:
+        kind = inst.kind.name
+        if kind == "GetSBlock":
+            block_of[inst.outputs[0]] = str(inst.attrs[0])
+        elif kind == "GetLoops" and inst.inputs[0] in block_of:
+            for position, loop in enumerate(inst.outputs):
+                loop_of[loop] = (block_of[inst.inputs[0]], position)
+        elif kind == "SamplePerfectTile" and inst.inputs[0] in loop_of:
+            name, position = loop_of[inst.inputs[0]]
+            if name not in extents:
+                extents[name] = loop_extents(mod, name)
+            new = extents[name]
+            decision = trace.decisions.get(inst)
+            if new is not None and position < len(new) and new[position] > 0 and decision is not None:
+                trace = trace.with_decision(inst, _fit_tile([int(f) for f in decision], new[position]),
+                                            remove_postproc=True)
+    return trace
+
+
+def replay_trace(trace: Any, mod: tvm.IRModule, target: tvm.target.Target, postprocs: list) -> ms.MeasureCandidate | None:
+    """`trace` (another workload's measured schedule) replayed onto `mod`, as a candidate to measure.
+
+    MetaSchedule's anchor-trace transfer (`schedule_using_anchor_trace`) applies it: blocks the
+    trace does not name are inlined, instructions on blocks `mod` lacks are skipped. Tile sizes are
+    refitted to `mod`'s loop extents first (`_refit_tiles`), and postprocessing is redone by
+    `postprocs` (`make_postprocs`), as MetaSchedule's search does with database records. None when
+    the trace does not apply or a postprocessor rejects the result.
+    """
+    from tvm.s_tir import Schedule
+    from tvm.s_tir.meta_schedule.trace_apply import schedule_using_anchor_trace
+
+    schedule = Schedule(mod, debug_mask="none")
+    try:
+        schedule_using_anchor_trace(schedule, _refit_tiles(trace, mod), target)
+        schedule.enter_postproc()
+        if not all(postproc.apply(schedule) for postproc in postprocs):
+            return None
+    except (tvm.TVMError, ValueError, TypeError, IndexError, KeyError, AttributeError, RuntimeError):
+        return None
+    return ms.MeasureCandidate(schedule, ms.arg_info.ArgInfo.from_entry_func(schedule.mod, remove_preproc=True))
 
 
 def _reset_meta_schedule_logging() -> None:
