@@ -63,6 +63,40 @@ def time_to_target(results: dict, model: str, baseline: str) -> list[dict]:
     return rows
 
 
+def _seconds_to(points: list[tuple[int, float, float]], target_ms: float) -> float | None:
+    return next((seconds for trials, seconds, ms in points if ms <= target_ms), None)
+
+
+def _estimate_at(points: list[tuple[int, float, float]], seconds: float) -> float:
+    """The estimate (ms) a run had reached `seconds` into it (inf before it had one)."""
+    return min((ms for trials, at, ms in points if at <= seconds), default=math.inf)
+
+
+def against_time(results: dict, model: str, baseline: str, onnxruntime_ms: float | None) -> list[dict]:
+    """Per cost model: seconds to reach onnxruntime's latency (on the estimate) against the baseline's,
+    and the estimate each run had at the time the shorter of the two runs ended (equal time)."""
+    per_model = curves(results, model)
+    base = per_model.get(baseline)
+    if not base:
+        return []
+    base_to_ort = _seconds_to(base, onnxruntime_ms) if onnxruntime_ms else None
+    rows = []
+    for cost_model, points in per_model.items():
+        if cost_model == baseline or not points:
+            continue
+        equal = min(points[-1][1], base[-1][1])
+        mine, theirs = _estimate_at(points, equal), _estimate_at(base, equal)
+        to_ort = _seconds_to(points, onnxruntime_ms) if onnxruntime_ms else None
+        rows.append({
+            "cost_model": cost_model, "onnxruntime_ms": onnxruntime_ms, "seconds_to_onnxruntime": to_ort,
+            "baseline_seconds_to_onnxruntime": base_to_ort,
+            "speedup_to_onnxruntime": round(base_to_ort / to_ort, 2) if to_ort and base_to_ort else None,
+            "equal_seconds": round(equal, 1), "estimate_ms": mine, "baseline_estimate_ms": theirs,
+            "equal_time_gain": round(theirs / mine, 3) if math.isfinite(mine) and math.isfinite(theirs) else None,
+        })
+    return rows
+
+
 def kernel_efficiency(results: dict, model: str) -> list[dict]:
     """Matmul and convolution tasks: best GFLOP/s each cost model's search measured, and share of peak."""
     peak = results["peak_gflops"]
@@ -98,8 +132,11 @@ def markdown(results: dict, stem: str) -> str:
         f"# Benchmark {stem}",
         "",
         f"Machine: {machine['cpu']}, {machine['cores']} cores. Command: `.venv/bin/python {results['command']}` "
-        f"({results.get('seconds', 0) / 60:.0f} min). Every model tuned from an empty database, seed "
-        f"{config['seed']}, {_budget_words(config)}, {config['trials_per_iter']} per round, population "
+        f"({results.get('seconds', 0) / 60:.0f} min). "
+        + (f"Every model's database started with the records of the other models tuned in `{config['warm_from']}` "
+           "(exact matches reused by every cost model; warm start by similarity for tcl), seed "
+           if config.get("warm_from") else "Every model tuned from an empty database, seed ")
+        + f"{config['seed']}, {_budget_words(config)}, {config['trials_per_iter']} per round, population "
         f"{config.get('population', 512)}, one cost model at a "
         f"time. Machine peak: {results['peak_gflops']} GFLOP/s (fp32 GEMM 2048, PyTorch, all cores)."
         + (f" Timings retaken on an idle machine (`{results['retime_command']}`)." if results.get("retime_command") else ""),
@@ -120,6 +157,23 @@ def markdown(results: dict, stem: str) -> str:
             lines.append(f"| {model} | {row['cost_model']} | {_fmt(row['final_estimate_ms'], '.4f')} | "
                          f"{row['target_ms']:.4f} | {_fmt(row['trials_to_target'], 'd', 'never')} | "
                          f"{_fmt(row['seconds_to_target'], '.0f', 'never')} | {_fmt(row['speedup'], '.2f')}{'x' if row['speedup'] else ''} |")
+    if baseline in cost_models:
+        lines += ["", f"## Time to onnxruntime's latency, and latency at equal time, against {baseline}", "",
+                  "Target: onnxruntime's deployed latency on TVM's threads (timed below), reached on the estimate. "
+                  f"Equal time: each run's estimate when the shorter of it and {baseline}'s run ended.", "",
+                  f"| model | cost model | onnxruntime ms | seconds to it | {baseline}'s seconds to it | speed-up | "
+                  f"equal time s | estimate ms | {baseline}'s estimate ms | {baseline} / it |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+    for model in (models if baseline in cost_models else []):
+        deployed = results["models"][model]["deployed"]
+        ort = deployed["onnxruntime"].get(f"{deployed.get('tvm_threads', 1)}_threads")
+        for row in against_time(results, model, baseline, ort):
+            lines.append(f"| {model} | {row['cost_model']} | {_fmt(ort, '.4f')} | "
+                         f"{_fmt(row['seconds_to_onnxruntime'], '.0f', 'never')} | "
+                         f"{_fmt(row['baseline_seconds_to_onnxruntime'], '.0f', 'never')} | "
+                         f"{_fmt(row['speedup_to_onnxruntime'], '.2f')}{'x' if row['speedup_to_onnxruntime'] else ''} | "
+                         f"{row['equal_seconds']:.0f} | {_fmt(row['estimate_ms'], '.4f')} | "
+                         f"{_fmt(row['baseline_estimate_ms'], '.4f')} | {_fmt(row['equal_time_gain'], '.2f')} |")
     lines += ["", "## Deployed latency (median ms, timed side by side in one process)", "",
               "| model | untuned | " + " | ".join(f"tvm {c}" for c in cost_models)
               + f" | onnxruntime on TVM's threads | onnxruntime default | onnxruntime best (setting) | {baseline} / tcl "

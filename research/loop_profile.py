@@ -1,6 +1,7 @@
 """Where a tuning run's wall time goes, per cost model: MetaSchedule's profiler over one job each.
 
-    .venv/bin/python -m research.loop_profile [--model tiny_cnn] [--trials 64] [--cost-models tcl xgb random]
+    .venv/bin/python -m research.loop_profile [--model tiny_cnn] [--trials 64] [--cost-models tcl xgb random] \
+        [--populations 256]
 
 Each cost model tunes the model from an empty database (`run_pipeline`, fixed budget, no early
 stop) and the manifest's `tuning_profile` is summarised: building candidates (SendToBuilder),
@@ -40,16 +41,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trials", type=int, default=64)
     parser.add_argument("--trials-per-iter", type=int, default=8)
     parser.add_argument("--cost-models", nargs="+", default=["tcl", "xgb", "random"])
+    parser.add_argument("--populations", nargs="+", type=int, default=[256], help="evolutionary-search populations to compare")
     args = parser.parse_args(argv)
-    for cost_model in args.cost_models:
+    for population, cost_model in [(p, c) for p in args.populations for c in args.cost_models]:
         with tempfile.TemporaryDirectory(prefix="loop-profile-") as scratch:
             path = Path(scratch) / f"{args.model}.onnx"
             onnx.save(MODELS[args.model](), str(path))
             manifest = run_pipeline(path, output_dir=Path(scratch) / "out", state_dir=Path(scratch) / "state",
                                     options=TuningOptions(trials=args.trials, cost_model=cost_model, time_budget=None,
                                                           patience_rounds=None, trials_per_iter=args.trials_per_iter,
-                                                          population=256, timing_repeats=3))
-        print(json.dumps({"model": args.model, "cost_model": cost_model,
+                                                          population=population, timing_repeats=3))
+        print(json.dumps({"model": args.model, "cost_model": cost_model, "population": population,
+                          "estimated_ms": manifest.estimated_ms,
                           **summarise(manifest.tuning_profile, manifest.trials_measured, manifest.tuning_seconds)}),
               flush=True)
 

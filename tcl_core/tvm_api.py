@@ -34,7 +34,7 @@ __all__ = [
     "TVM_VERSION", "tvm", "relax", "ms", "derived_object", "from_onnx",
     "make_target", "host_target_dict", "set_threads_for_this_process", "runtime_threads", "runtime_files", "CONV_LAYOUTS", "lower_for_tuning", "extract_tasks",
     "open_database", "count_records", "structural_hash", "estimate_flops", "make_runner", "tracker_summary", "tune_tasks", "measure_records", "measure_candidates",
-    "anchor_block", "loop_extents", "replay_trace", "make_postprocs", "apply_database", "compile_module", "load_vm", "fast_build", "alloc_like_real_data", "profile_kernels",
+    "anchor_block", "loop_extents", "design_spaces", "replay_trace", "apply_database", "compile_module", "load_vm", "fast_build", "alloc_like_real_data", "profile_kernels",
     "TuningProgress", "ProgressCallback", "array_items", "array_item", "map_get",
 ]
 
@@ -519,13 +519,11 @@ def loop_extents(mod: tvm.IRModule, block: str) -> list[int] | None:
     return [int(extent) if isinstance(extent := schedule.get(loop).extent, tvm.tirx.IntImm) else 0 for loop in loops]
 
 
-def make_postprocs(mod: tvm.IRModule, target: tvm.target.Target) -> list:
-    """MetaSchedule's default postprocessors for `target`, initialised for the task `mod` (as its search does)."""
-    context = ms.TuneContext(mod=mod, target=target, task_name="replay")
-    postprocs = ms.postproc.Postproc.create(target.kind.name)
-    for postproc in postprocs:
-        postproc._initialize_with_tune_context(context)
-    return postprocs
+def design_spaces(mod: tvm.IRModule, target: tvm.target.Target) -> tuple[list, list]:
+    """A task's design-space sketches (Traces whose random decisions are still open) and the postprocessors
+    its search applies, from MetaSchedule's default space generator for `target`, as tuning builds them."""
+    context = ms.TuneContext(mod=mod, target=target, space_generator="post-order-apply", task_name="replay")
+    return [space.trace for space in context.generate_design_space()], list(context.space_generator.postprocs)
 
 
 def _fit_tile(decision: list[int], extent: int) -> list[int]:
@@ -545,12 +543,11 @@ def _fit_tile(decision: list[int], extent: int) -> list[int]:
 
 
 def _refit_tiles(trace: Any, mod: tvm.IRModule) -> Any:
-    """`trace` (postprocessing dropped) with every tile-size decision refitted to `mod`'s loop extents.
+    """`trace` with every tile-size decision refitted to `mod`'s loop extents.
 
     A SamplePerfectTile splits the i-th loop a GetLoops returned for a block the trace fetched by
     name; the same block of `mod` gives that loop's new extent. Decisions on other loops are kept.
     """
-    trace = trace.with_decision(trace.insts[0], trace.decisions.get(trace.insts[0]), remove_postproc=True)
     block_of: dict[Any, str] = {}        # block RV -> name
     loop_of: dict[Any, tuple[str, int]] = {}  # loop RV -> (block name, position)
     extents: dict[str, list[int] | None] = {}
@@ -573,27 +570,58 @@ def _refit_tiles(trace: Any, mod: tvm.IRModule) -> Any:
     return trace
 
 
-def replay_trace(trace: Any, mod: tvm.IRModule, target: tvm.target.Target, postprocs: list) -> ms.MeasureCandidate | None:
-    """`trace` (another workload's measured schedule) replayed onto `mod`, as a candidate to measure.
+_SAMPLING = ("SamplePerfectTile", "SampleCategorical", "SampleComputeLocation")
 
-    MetaSchedule's anchor-trace transfer (`schedule_using_anchor_trace`) applies it: blocks the
-    trace does not name are inlined, instructions on blocks `mod` lacks are skipped. Tile sizes are
-    refitted to `mod`'s loop extents first (`_refit_tiles`), and postprocessing is redone by
-    `postprocs` (`make_postprocs`), as MetaSchedule's search does with database records. None when
-    the trace does not apply or a postprocessor rejects the result.
+
+def _sampling(trace: Any) -> list:
+    """The trace's random-decision instructions, in order, up to its postprocessing."""
+    found = []
+    for inst in trace.insts:
+        if inst.kind.name == "EnterPostproc":
+            break
+        if inst.kind.name in _SAMPLING:
+            found.append(inst)
+    return found
+
+
+def _signature(insts: list) -> tuple:
+    """What must agree for decisions to carry over: each sampling step's kind and, for a tiling, its depth."""
+    return tuple((inst.kind.name, int(inst.attrs[0]) if inst.kind.name == "SamplePerfectTile" else None) for inst in insts)
+
+
+def replay_trace(trace: Any, mod: tvm.IRModule, spaces: list, postprocs: list) -> list:
+    """`trace` (another workload's measured schedule) carried over to `mod`: MeasureCandidates to measure.
+
+    Its random decisions (tile sizes, unrolling, compute locations) are written into each of `mod`'s
+    own design-space sketches (`design_spaces`) whose sampling steps agree with the trace's, tile
+    sizes refitted to `mod`'s loop extents (`_fit_tile`); the result is applied and postprocessed
+    as MetaSchedule's search does. So every candidate is a point of `mod`'s own design space, one
+    the search's mutators can work on, with the choices that were fast on the similar workload.
+    Sketches where a decision no longer applies are left out; [] when none fits.
     """
     from tvm.s_tir import Schedule
-    from tvm.s_tir.meta_schedule.trace_apply import schedule_using_anchor_trace
 
-    schedule = Schedule(mod, debug_mask="none")
-    try:
-        schedule_using_anchor_trace(schedule, _refit_tiles(trace, mod), target)
-        schedule.enter_postproc()
-        if not all(postproc.apply(schedule) for postproc in postprocs):
-            return None
-    except (tvm.TVMError, ValueError, TypeError, IndexError, KeyError, AttributeError, RuntimeError):
-        return None
-    return ms.MeasureCandidate(schedule, ms.arg_info.ArgInfo.from_entry_func(schedule.mod, remove_preproc=True))
+    source = _sampling(trace)
+    decisions = [trace.decisions.get(inst) for inst in source]
+    candidates = []
+    for space in spaces:
+        steps = _sampling(space)
+        if _signature(steps) != _signature(source):
+            continue
+        carried = space
+        for step, decision in zip(steps, decisions):
+            if decision is not None:
+                carried = carried.with_decision(step, decision, remove_postproc=True)
+        schedule = Schedule(mod, debug_mask="none")
+        try:
+            _refit_tiles(carried, mod).apply_to_schedule(schedule, remove_postproc=True)
+            schedule.enter_postproc()
+            if not all(postproc.apply(schedule) for postproc in postprocs):
+                continue
+        except (tvm.TVMError, ValueError, TypeError, IndexError, KeyError, AttributeError, RuntimeError):
+            continue
+        candidates.append(ms.MeasureCandidate(schedule, ms.arg_info.ArgInfo.from_entry_func(schedule.mod, remove_preproc=True)))
+    return candidates
 
 
 def _reset_meta_schedule_logging() -> None:

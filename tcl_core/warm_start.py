@@ -7,8 +7,10 @@ workloads. Here, before the evolutionary search, each task with no record of its
 
 1. the nearest workloads measured on this platform: same anchor block (the convolution or matmul
    that carries the work, so the trace's tiling applies), nearest loop extents (log distance);
-2. their best schedules, replayed onto the task (tile sizes refitted to its extents, epilogues
-   inlined: tcl_core.tvm_api.replay_trace);
+2. their best schedules' decisions (tile sizes refitted to the task's loop extents, unrolling,
+   compute locations) written into the task's own design-space sketches
+   (tcl_core.tvm_api.replay_trace), so each is a point of the task's design space that the
+   search's mutators can work on;
 3. ranked by the job's cost model (the student, trained on this platform's records, ranks
    schedules it has never seen timed), the top `candidates` built and measured as the task's
    first batch, committed to the database like any measurement.
@@ -105,9 +107,9 @@ def warm_start(
         sources = similar.nearest(mod, config.workloads)
         if not sources:
             continue
-        postprocs = tvm_api.make_postprocs(mod, target)
+        spaces, postprocs = tvm_api.design_spaces(mod, target)
         candidates = [candidate for records in sources for record in records[:config.per_workload]
-                      if (candidate := tvm_api.replay_trace(record.trace, mod, target, postprocs)) is not None]
+                      for candidate in tvm_api.replay_trace(record.trace, mod, spaces, postprocs)]
         if not candidates:
             continue
         context = ms.TuneContext(mod=mod, target=target, task_name=task.task_name)

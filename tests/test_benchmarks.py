@@ -48,6 +48,19 @@ def test_time_to_target_is_the_baselines_seconds_over_the_seconds_to_reach_its_f
     assert rows["random"]["seconds_to_target"] is None and rows["random"]["speedup"] is None
 
 
+def test_time_to_onnxruntime_and_the_estimate_at_equal_time_against_the_baseline():
+    # onnxruntime at 5 ms: xgb gets there at 100 s (3 ms), tcl at 25 s, random never (11 ms at its end)
+    rows = {r["cost_model"]: r for r in report.against_time(_results(), "m", "xgb", 5.0)}
+    assert "xgb" not in rows
+    assert rows["tcl"]["seconds_to_onnxruntime"] == 25.0 and rows["tcl"]["baseline_seconds_to_onnxruntime"] == 100.0
+    assert rows["tcl"]["speedup_to_onnxruntime"] == 4.0
+    # equal time = the shorter run's end: tcl 60 s (3 ms) against xgb's estimate at 60 s (9 ms)
+    assert rows["tcl"]["equal_seconds"] == 60.0 and rows["tcl"]["equal_time_gain"] == pytest.approx(3.0)
+    assert rows["random"]["seconds_to_onnxruntime"] is None and rows["random"]["speedup_to_onnxruntime"] is None
+    # random ended at 20 s, before xgb had an estimate: no ratio
+    assert rows["random"]["equal_time_gain"] is None
+
+
 def test_kernel_efficiency_covers_compute_kernels_only():
     rows = report.kernel_efficiency(_results(), "m")
     assert [r["task"] for r in rows] == ["fused_matmul"]

@@ -71,10 +71,15 @@ def test_a_warm_started_task_first_measures_replayed_schedules_of_a_similar_work
         measured = _records(database, mod)
         assert len(measured) == 3  # the whole first batch, nothing else yet
         # every one is a source schedule replayed onto this task (not a sample of its design space)
-        postprocs = tvm_api.make_postprocs(mod, target)
+        spaces, postprocs = tvm_api.design_spaces(mod, target)
         replays = {_schedule(candidate.sch.trace) for records in similar.nearest(mod, 2) for record in records[:4]
-                   if (candidate := tvm_api.replay_trace(record.trace, mod, target, postprocs)) is not None}
+                   for candidate in tvm_api.replay_trace(record.trace, mod, spaces, postprocs)}
         assert {_schedule(record.trace) for record in measured} <= replays
+        # each is a point of the task's own design space: a sketch's steps, only the decisions differ
+        sketches = {tuple(inst.kind.name for inst in space.insts) for space in spaces}
+        for record in measured:
+            steps = [inst.kind.name for inst in record.trace.insts]
+            assert tuple(steps[:steps.index("EnterPostproc")]) in sketches
         # and its tile sizes were refitted to this task's loops: they multiply out to its extents
         extents = tvm_api.loop_extents(mod, "conv2d_nhwc")
         for record in measured:
@@ -82,6 +87,21 @@ def test_a_warm_started_task_first_measures_replayed_schedules_of_a_similar_work
                      if inst.kind.name == "SamplePerfectTile"]
             products = sorted(math.prod(t) for t in tiles)
             assert products == sorted(extents)
+
+
+def test_the_search_evolves_from_warm_started_records(platform_db, tmp_path):
+    """The evolutionary search seeds its population with the task's best records and mutates them:
+    replayed schedules must replay and mutate like its own (a foreign trace crashed the search)."""
+    target, database, _ = platform_db
+    tasks = _conv_tasks(examples.tiny_cnn(batch=2), target)  # shapes no other test measured
+    warm = warm_start(tasks, database=database, target=target, cost_model=tuning.make_cost_model("random"),
+                      config=WarmStartConfig(candidates=2), on_measured=lambda n: None)
+    assert warm.tasks_warm_started == len(tasks)
+    outcome = tuning.tune(tasks=tasks, cost_model="random", population=32, target=target, database=database,
+                          work_dir=tmp_path, max_trials_global=16 * len(tasks), max_trials_per_task=16,
+                          num_trials_per_iter=8, seed=1, on_measured=lambda progress: None)
+    assert outcome.measured > 0
+    assert all(tvm_api.count_records(database, task.dispatched[0]) > 2 for task in tasks)
 
 
 def test_tile_sizes_keep_the_inner_factors_that_divide_the_new_extent():
