@@ -114,6 +114,7 @@ def tune_once(
         "top_kernels": [kernel.model_dump() for kernel in manifest.top_kernels],
         "max_abs_err": manifest.verification.max_abs_err, "target": manifest.target,
         "artifact_dir": manifest.artifact_dir, "tasks_reused": manifest.tasks_reused,
+        "tuning_profile": manifest.tuning_profile,
         "tasks_warm_started": manifest.tasks_warm_started, "seeded_records": seeded,
         "best_seconds_per_task": best_seconds_per_task(measurements), "timeline": timeline,
         "measurements": measurements,

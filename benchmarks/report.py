@@ -184,7 +184,10 @@ def markdown(results: dict, stem: str) -> str:
         deployed = results["models"][model]["deployed"]
         tvm = deployed["tvm"]
         ort_best = deployed["onnxruntime_best"]
-        vs_baseline = tvm[baseline] / tvm["tcl"] if "tcl" in tvm and baseline in tvm else None
+        # "auto" counts as tcl where it resolved to the student
+        student = "tcl" if "tcl" in tvm else next((r["cost_model"] for r in results["runs"] if r["model"] == model
+                                                   and r.get("resolved_cost_model") == "tcl" and r["cost_model"] in tvm), None)
+        vs_baseline = tvm[baseline] / tvm[student] if student and baseline in tvm else None
         best_tvm = min(tvm.values())
         if vs_baseline:
             ratios_vs_baseline.append(vs_baseline)

@@ -117,7 +117,8 @@ class TuningOptions(BaseModel):
     warm_start: int = Field(4, ge=0, description=(
         "with \"tcl\": a task with no record of its own first measures this many schedules of the most similar "
         "workloads already tuned on this platform (same anchor operator, nearest shapes), replayed onto it and "
-        "ranked by the student; the search then starts from them. 0 turns it off (MetaSchedule reuses exact matches only)"))
+        "ranked by the student; the search then starts from them. On top of `trials`, within `time_budget`. "
+        "0 turns it off (MetaSchedule reuses exact matches only)"))
     flush_caches: bool = Field(False, description=(
         "time candidates run by run with their weights flushed from the CPU caches, as in a run of the "
         "whole model, instead of back to back with everything hot (MetaSchedule's default)"))

@@ -4,7 +4,8 @@
         [--populations 256]
 
 Each cost model tunes the model from an empty database (`run_pipeline`, fixed budget, no early
-stop) and the manifest's `tuning_profile` is summarised: building candidates (SendToBuilder),
+stop) and the manifest's `tuning_profile` is summarised (or, with `--manifests`, the kept
+manifests of earlier runs, e.g. a benchmark's `.work/<stem>/*/*/out/*/manifest.json`): building candidates (SendToBuilder),
 running them (SendToRunner + JoinRunnerFutures), the evolutionary search with the cost model's
 predictions (EvoSearch/*), the cost-model update (MeasureCallback/UpdateCostModel), and trials
 per minute. Prints one JSON line per cost model. Run it on an idle machine.
@@ -42,7 +43,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trials-per-iter", type=int, default=8)
     parser.add_argument("--cost-models", nargs="+", default=["tcl", "xgb", "random"])
     parser.add_argument("--populations", nargs="+", type=int, default=[256], help="evolutionary-search populations to compare")
+    parser.add_argument("--manifests", nargs="+", type=Path, default=None,
+                        help="summarise these kept manifests instead of tuning (model and cost model from each)")
     args = parser.parse_args(argv)
+    for path in args.manifests or []:
+        manifest = json.loads(path.read_text())
+        print(json.dumps({"model": manifest["name"], "cost_model": manifest["cost_model"], "manifest": str(path),
+                          "estimated_ms": manifest.get("estimated_ms"),
+                          **summarise(manifest["tuning_profile"], manifest["trials_measured"], manifest["tuning_seconds"])}),
+              flush=True)
+    if args.manifests:
+        return
     for population, cost_model in [(p, c) for p in args.populations for c in args.cost_models]:
         with tempfile.TemporaryDirectory(prefix="loop-profile-") as scratch:
             path = Path(scratch) / f"{args.model}.onnx"

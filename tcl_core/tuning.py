@@ -71,8 +71,9 @@ def tune(*, tasks: list, cost_model: str, population: int, student_path: Path | 
     """Tune `tasks` with the named cost model.
 
     `warm`: first measure, for each task without records, the cost model's picks among replayed
-    schedules of similar workloads (tcl_core.warm_start); they count against the trial and time
-    budgets. `run`: the rest of tcl_core.tvm_api.tune_tasks's arguments (target, database,
+    schedules of similar workloads (tcl_core.warm_start). They come on top of the trial budget
+    (at most `warm.candidates` per task: taken from it, the last tasks of a tight budget got no
+    round of their own and kept TVM's default schedules) and within the time budget. `run`: the rest of tcl_core.tvm_api.tune_tasks's arguments (target, database,
     work_dir, budgets, seed, on_measured, rpc, threads, flush_caches, seconds, patience_rounds).
     """
     model = make_cost_model(cost_model, student_path)
@@ -87,12 +88,9 @@ def tune(*, tasks: list, cost_model: str, population: int, student_path: Path | 
                         on_measured=lambda n: report(tvm_api.TuningProgress(n, None)),
                         rpc=run.get("rpc"), threads=run.get("threads"))
     spent = time.monotonic() - started
-    run["max_trials_global"] = max(0, run["max_trials_global"] - result.measured)
     if run.get("seconds") is not None:
         run["seconds"] = max(0.0, run["seconds"] - spent)
     run["on_measured"] = lambda progress: report(
         tvm_api.TuningProgress(progress.trials + result.measured, progress.best_estimate_ms))
-    measured, stopped, profile = 0, None, {}
-    if run["max_trials_global"] > 0:
-        measured, stopped, profile = tvm_api.tune_tasks(tasks=tasks, cost_model=model, strategy=strategy, **run)
+    measured, stopped, profile = tvm_api.tune_tasks(tasks=tasks, cost_model=model, strategy=strategy, **run)
     return TuneOutcome(measured + result.measured, stopped, profile, result.tasks_warm_started, round(spent, 2))
