@@ -55,7 +55,7 @@ COST_MODELS = {"auto": ("auto", False, None), "tcl": ("tcl", False, None), "tcl-
 
 
 def tune_once(
-    model_name: str, root: Path, *, budget: int, cost_model: str, trials_per_iter: int, population: int = 512,
+    model_name: str, root: Path, *, budget: int, cost_model: str, trials_per_iter: int, population: int = 256,
     seed: int = 0,
     target: dict | None = None, student: Path | None = None, rdu_fraction: float = 0.25,
     explore: float | None = None, timing_repeats: int = 50, levers: dict | None = None,

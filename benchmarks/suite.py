@@ -46,7 +46,7 @@ class SuiteConfig:
     models: tuple[str, ...]
     budget: int                 # measured candidates per (model, cost model), at least...
     trials_per_iter: int        # candidates per search round
-    population: int = 512       # evolutionary-search population (the daemon's default)
+    population: int = 256       # evolutionary-search population (the daemon's default)
     trials_per_task: int = 0    # ...this many per task of the model (so a model with many tasks gets searched)
     cost_models: tuple[str, ...] = ("tcl", "xgb", "random")
     seed: int = 0

@@ -94,7 +94,9 @@ class TuningOptions(BaseModel):
     cost_model: CostModelName = "auto"
     student: Path | None = Field(None, description="student file for \"tcl\"; None: the platform's stored one")
     trials_per_iter: int = Field(16, ge=1, description="candidates measured per search round")
-    population: int = Field(512, ge=8, description="evolutionary-search population per round")
+    population: int = Field(256, ge=8, description=(
+        "evolutionary-search population per round; the search is half of a run's time, and 512 (TVM's "
+        "default) measured 20 trials a minute against 33 at 256 with no better result (docs/performance.md, item 12)"))
     rdu_fraction: float = Field(0.0, ge=0, le=1, description=(
         "share of each measured batch the RDU sampler picks among the search's proposals (\"tcl\" only)"))
     explore: float | None = Field(None, ge=0, le=1, description=(

@@ -169,7 +169,7 @@ class TclCostModel(tvm_api.ms.cost_model.PyCostModel):
         self._round_task = None
 
 
-# Per cache. A round of population p holds about 5 p entries (2,560 at the daemon's 512), a feature
+# Per cache. A round of population p holds about 5 p entries (1,280 at the daemon's 256), a feature
 # sequence about 6 KB, so this caps the trace cache near 100 MB for populations past 3,000.
 _MAX_CACHED = 1 << 14
 
