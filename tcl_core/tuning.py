@@ -14,7 +14,7 @@ from typing import Any
 
 from tcl_core import tvm_api
 from tcl_core.tvm_api import ms
-from tcl_core.warm_start import WarmStartConfig, warm_start
+from tcl_core.warm_start import WarmStartConfig, WarmStartResult, warm_start
 
 __all__ = ["COST_MODELS", "TuneOutcome", "make_cost_model", "make_search_strategy", "tune"]
 
@@ -62,7 +62,6 @@ class TuneOutcome:
     stopped_early: str | None        # "time budget" or "converged": what ended the search before the trials
     profile: dict[str, float]        # MetaSchedule's profiler: seconds per scope
     tasks_warm_started: int = 0      # tasks whose first batch replayed similar workloads' schedules
-    warm_start_seconds: float = 0.0  # wall time of that batch (replay, ranking, build, measurement)
 
 
 def tune(*, tasks: list, cost_model: str, population: int, student_path: Path | None = None,
@@ -73,24 +72,23 @@ def tune(*, tasks: list, cost_model: str, population: int, student_path: Path | 
     `warm`: first measure, for each task without records, the cost model's picks among replayed
     schedules of similar workloads (tcl_core.warm_start). They come on top of the trial budget
     (at most `warm.candidates` per task: taken from it, the last tasks of a tight budget got no
-    round of their own and kept TVM's default schedules) and within the time budget. `run`: the rest of tcl_core.tvm_api.tune_tasks's arguments (target, database,
-    work_dir, budgets, seed, on_measured, rpc, threads, flush_caches, seconds, patience_rounds).
+    round of their own and kept TVM's default schedules) and within the time budget. `run`: the
+    rest of tcl_core.tvm_api.tune_tasks's arguments (target, database, work_dir, budgets, seed,
+    on_measured, rpc, threads, flush_caches, seconds, patience_rounds).
     """
     model = make_cost_model(cost_model, student_path)
     strategy = make_search_strategy(cost_model, model, population=population, explore=explore,
                                     rdu_fraction=rdu_fraction)
-    if warm is None:
-        measured, stopped, profile = tvm_api.tune_tasks(tasks=tasks, cost_model=model, strategy=strategy, **run)
-        return TuneOutcome(measured, stopped, profile)
-    started = time.monotonic()
-    report = run["on_measured"]
-    result = warm_start(tasks, database=run["database"], target=run["target"], cost_model=model, config=warm,
-                        on_measured=lambda n: report(tvm_api.TuningProgress(n, None)),
-                        rpc=run.get("rpc"), threads=run.get("threads"))
-    spent = time.monotonic() - started
-    if run.get("seconds") is not None:
-        run["seconds"] = max(0.0, run["seconds"] - spent)
-    run["on_measured"] = lambda progress: report(
-        tvm_api.TuningProgress(progress.trials + result.measured, progress.best_estimate_ms))
+    warmed = WarmStartResult(tasks_warm_started=0, measured=0, seconds_per_task={})
+    if warm is not None:
+        started = time.monotonic()
+        report = run["on_measured"]
+        warmed = warm_start(tasks, database=run["database"], target=run["target"], cost_model=model, config=warm,
+                            on_measured=lambda n: report(tvm_api.TuningProgress(n, None)),
+                            rpc=run.get("rpc"), threads=run.get("threads"))
+        if run.get("seconds") is not None:
+            run["seconds"] = max(0.0, run["seconds"] - (time.monotonic() - started))
+        run["on_measured"] = lambda progress: report(
+            tvm_api.TuningProgress(progress.trials + warmed.measured, progress.best_estimate_ms))
     measured, stopped, profile = tvm_api.tune_tasks(tasks=tasks, cost_model=model, strategy=strategy, **run)
-    return TuneOutcome(measured + result.measured, stopped, profile, result.tasks_warm_started, round(spent, 2))
+    return TuneOutcome(measured + warmed.measured, stopped, profile, warmed.tasks_warm_started)

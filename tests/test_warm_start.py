@@ -94,13 +94,14 @@ def test_the_search_evolves_from_warm_started_records(platform_db, tmp_path):
     replayed schedules must replay and mutate like its own (a foreign trace crashed the search)."""
     target, database, _ = platform_db
     tasks = _conv_tasks(examples.tiny_cnn(batch=2), target)  # shapes no other test measured
-    warm = warm_start(tasks, database=database, target=target, cost_model=tuning.make_cost_model("random"),
-                      config=WarmStartConfig(candidates=2), on_measured=lambda n: None)
-    assert warm.tasks_warm_started == len(tasks)
+    reports = []
     outcome = tuning.tune(tasks=tasks, cost_model="random", population=32, target=target, database=database,
                           work_dir=tmp_path, max_trials_global=16 * len(tasks), max_trials_per_task=16,
-                          num_trials_per_iter=8, seed=1, on_measured=lambda progress: None)
-    assert outcome.measured > 0
+                          num_trials_per_iter=8, seed=1, on_measured=reports.append,
+                          warm=WarmStartConfig(candidates=2))
+    assert outcome.tasks_warm_started == len(tasks)
+    # the warm batch is reported first, then the search's counts on top of it
+    assert reports[0].trials == 2 * len(tasks) and reports[-1].trials == outcome.measured > 2 * len(tasks)
     assert all(tvm_api.count_records(database, task.dispatched[0]) > 2 for task in tasks)
 
 
