@@ -73,8 +73,7 @@ def run_pipeline(
     shortfall = budget_shortfall(len(plan.fresh), trials, options.trials_per_iter)
     if shortfall:
         on_progress(Progress(stage="tuning", trials_done=0, trials_total=trials, warning=shortfall))
-    reused = [task for task in plan.tasks if all(task is not fresh for fresh in plan.fresh)]
-    meter = TuningMeter(trials_total=trials, time_budget=options.time_budget, reused_ms=estimate_ms(reused, database))
+    meter = TuningMeter(trials_total=trials, time_budget=options.time_budget, reused_ms=estimate_ms(plan.reused, database))
     tuning = _guard("tuning failed", lambda: tune_module(
         plan, target, database=database, log_dir=Path(state_dir) / "logs" / name, trials=trials,
         cost_model=choice.name, trials_per_iter=options.trials_per_iter,

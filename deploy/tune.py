@@ -37,6 +37,12 @@ class TuningPlan:
     tasks: list
     fresh: list
 
+    @property
+    def reused(self) -> list:
+        """The tasks the database already holds a full round of records for: not searched again."""
+        fresh = {id(task) for task in self.fresh}
+        return [task for task in self.tasks if id(task) not in fresh]
+
 
 @dataclass(frozen=True)
 class TuningResult:
@@ -128,7 +134,7 @@ def tune_module(
             warm=warm,
         )
     untuned = sum(1 for task in fresh if tvm_api.count_records(database, task.dispatched[0], 1) == 0)
-    return TuningResult(tasks=len(tasks), tasks_reused=len(tasks) - len(fresh), tasks_untuned=untuned,
+    return TuningResult(tasks=len(tasks), tasks_reused=len(plan.reused), tasks_untuned=untuned,
                         trials_measured=outcome.measured, seconds=time.perf_counter() - started,
                         stopped_early=outcome.stopped_early, profile=outcome.profile,
                         tasks_warm_started=outcome.tasks_warm_started)
