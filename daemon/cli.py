@@ -177,7 +177,11 @@ def collect(
     student: Optional[Path] = typer.Option(None, "--student", help="with --bootstrap-from: the student that "
                                            "embeds candidates for RDU (default: the one nearest this platform)"),
 ) -> None:
-    """Measure candidate programs of the model zoo on this platform (resumable) for the cost model."""
+    """Measure candidate programs of the model zoo on this platform (resumable) for the cost model.
+
+    The tasks are lowered as jobs tune them (fast math, packed weights, the default convolution
+    layout), so the student learns the forms it will rank.
+    """
     from tcl_core.zoo import ZOO
 
     try:
@@ -192,11 +196,15 @@ def collect(
     unknown = [name for name in chosen if name not in ZOO]
     if unknown:
         _fail(f"unknown zoo model(s) {unknown}; choose from {sorted(ZOO)}")
+    from deploy.options import TuningOptions
     from tcl_core.collect import collect as run_collect
 
     try:
+        defaults = TuningOptions()  # candidates in the forms jobs tune, so the student learns those
         root = run_collect(out, models=[ZOO[name] for name in chosen], trials_per_task=trials_per_task,
-                           target=target_dict, log=lambda line: typer.echo(line, err=True))
+                           target=target_dict, log=lambda line: typer.echo(line, err=True),
+                           lowering={"fast_math": defaults.fast_math, "pack_weights": defaults.pack_weights,
+                                     "conv_layout": defaults.conv_layout})
     except ValueError as err:
         _fail(str(err))
     typer.echo(str(root / "card.md"))

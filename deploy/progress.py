@@ -36,12 +36,13 @@ class TuningMeter:
         """
         elapsed = max(self._clock() - self._started, 1e-6)
         rate = measured.trials * 60 / elapsed
-        left = [] if rate <= 0 else [max(self.trials_total - measured.trials, 0) * 60 / rate]
+        total = self.trials_total + measured.extra_trials  # warm-start trials come on top of the budget
+        left = [] if rate <= 0 else [max(total - measured.trials, 0) * 60 / rate]
         if self.time_budget is not None:
             left.append(max(self.time_budget - elapsed, 0.0))
         estimate = (None if measured.best_estimate_ms is None or self.reused_ms is None
                     else float(f"{measured.best_estimate_ms + self.reused_ms:.4g}"))
-        self.last = Progress(stage="tuning", trials_done=measured.trials, trials_total=self.trials_total,
+        self.last = Progress(stage="tuning", trials_done=measured.trials, trials_total=total,
                              best_estimate_ms=estimate, trials_per_minute=round(rate, 1),
                              eta_seconds=round(min(left)) if left else None)
         return self.last
@@ -49,7 +50,7 @@ class TuningMeter:
     def after(self, stage: Stage, trials_done: int) -> Progress:
         """A report for a stage after the search: its last estimate and rate stay, the ETA goes."""
         last = self.last
-        return Progress(stage=stage, trials_done=trials_done, trials_total=self.trials_total,
+        return Progress(stage=stage, trials_done=trials_done, trials_total=last.trials_total if last else self.trials_total,
                         best_estimate_ms=last.best_estimate_ms if last else None,
                         trials_per_minute=last.trials_per_minute if last else None)
 

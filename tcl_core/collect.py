@@ -24,6 +24,9 @@ from tcl_core.zoo import ZooModel, export_onnx
 
 Log = Callable[[str], None]
 
+# lower_for_tuning's defaults: the forms every folder collected before 2026-12-07 was lowered in
+TVM_LOWERING = {"fast_math": False, "pack_weights": False, "conv_layout": "NCHW"}
+
 
 def collect(
     out: Path,
@@ -33,9 +36,16 @@ def collect(
     target: dict | None = None,
     trials_per_iter: int = 16,
     population: int = 256,
+    lowering: dict | None = None,
     log: Log = print,
 ) -> Path:
-    """Measure `trials_per_task` candidates for every task of `models`; return the platform folder."""
+    """Measure `trials_per_task` candidates for every task of `models`; return the platform folder.
+
+    `lowering`: tcl_core.tvm_api.lower_for_tuning's options (fast_math, pack_weights, conv_layout),
+    the forms the tasks are tuned in; None: TVM's own (`TVM_LOWERING`). A student learns the forms
+    it is trained on, so pass what jobs tune (the CLI passes the pipeline's defaults) and never
+    mix forms in one folder.
+    """
     target_dict = target or tvm_api.host_target_dict()
     tvm_target = tvm_api.make_target(target_dict)
     root = Path(out) / platform_name(target_dict, tvm_api.TVM_VERSION)
@@ -47,10 +57,15 @@ def collect(
         raise ValueError(f"{root} holds records measured on {card.get('threads', 1)} thread(s); these would run on "
                          f"{threads}: collect into another --out")
     card["threads"] = threads
+    lowering = dict(TVM_LOWERING, **(lowering or {}))
+    if card["models"] and card.get("lowering", TVM_LOWERING) != lowering:
+        raise ValueError(f"{root} holds records lowered with {card.get('lowering', TVM_LOWERING)}; these would be "
+                         f"lowered with {lowering}: collect into another --out")
+    card["lowering"] = lowering
     for zoo_model in models:
         name = zoo_model.name
         started = time.perf_counter()
-        tasks = _tasks_of(zoo_model, root, tvm_target)
+        tasks = _tasks_of(zoo_model, root, tvm_target, lowering)
         database = tvm_api.open_database(root / name)
         entry = card["models"].setdefault(name, {"split": zoo_model.split, "seconds": 0.0})
         entry["tasks"] = [{"name": t.task_name, "weight": int(t.weight),
@@ -76,12 +91,12 @@ def collect(
     return root
 
 
-def _tasks_of(zoo_model: ZooModel, root: Path, target) -> list:
+def _tasks_of(zoo_model: ZooModel, root: Path, target, lowering: dict) -> list:
     onnx_path = root / "models" / f"{zoo_model.name}.onnx"
     if not onnx_path.exists():
         export_onnx(zoo_model, onnx_path)
     mod = tvm_api.from_onnx(onnx.load(str(onnx_path)), shape_dict={"x": list(zoo_model.input_shape)})
-    return tvm_api.extract_tasks(tvm_api.lower_for_tuning(mod, target), target)
+    return tvm_api.extract_tasks(tvm_api.lower_for_tuning(mod, target, **lowering), target)
 
 
 def load_card(root: Path, target: dict, *, method: str | None = None) -> dict:

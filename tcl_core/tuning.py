@@ -84,11 +84,12 @@ def tune(*, tasks: list, cost_model: str, population: int, student_path: Path | 
         started = time.monotonic()
         report = run["on_measured"]
         warmed = warm_start(tasks, database=run["database"], target=run["target"], cost_model=model, config=warm,
-                            on_measured=lambda n: report(tvm_api.TuningProgress(n, None)),
+                            on_measured=lambda n: report(tvm_api.TuningProgress(n, None, extra_trials=n)),
                             rpc=run.get("rpc"), threads=run.get("threads"))
         if run.get("seconds") is not None:
             run["seconds"] = max(0.0, run["seconds"] - (time.monotonic() - started))
         run["on_measured"] = lambda progress: report(
-            tvm_api.TuningProgress(progress.trials + warmed.measured, progress.best_estimate_ms))
+            tvm_api.TuningProgress(progress.trials + warmed.measured, progress.best_estimate_ms,
+                                   extra_trials=warmed.measured))
     measured, stopped, profile = tvm_api.tune_tasks(tasks=tasks, cost_model=model, strategy=strategy, **run)
     return TuneOutcome(measured + warmed.measured, stopped, profile, warmed.tasks_warm_started)

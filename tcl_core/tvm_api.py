@@ -264,6 +264,7 @@ class TuningProgress:
     # sum over the run's tasks of weight x best mean time measured in this run, in ms; None until
     # every task has one candidate that built and ran
     best_estimate_ms: float | None
+    extra_trials: int = 0  # of `trials`, those measured on top of the trial budget (before the search)
 
 
 ProgressCallback = Callable[[TuningProgress], None]

@@ -14,11 +14,15 @@ from tcl_core.zoo import ZOO, ZooModel, export_onnx
 TINY = ZooModel("tiny", lambda: nn.Sequential(nn.Linear(16, 8), nn.ReLU()), (1, 16), "train")
 
 
+PIPELINE_FORMS = {"fast_math": True, "pack_weights": True, "conv_layout": "NHWC"}
+
+
 def test_collect_measures_writes_a_card_and_resumes(tmp_path):
     lines: list[str] = []
     root = collect(tmp_path, models=[TINY], trials_per_task=4, trials_per_iter=2, population=16,
-                   target={"kind": "llvm", "num-cores": 1}, log=lines.append)
+                   target={"kind": "llvm", "num-cores": 1}, lowering=PIPELINE_FORMS, log=lines.append)
     card = json.loads((root / "card.json").read_text())
+    assert card["lowering"] == PIPELINE_FORMS
     entry = card["models"]["tiny"]
     assert entry["split"] == "train" and entry["tasks"] and entry["tasks"][0]["weight"] >= 1
     assert entry["records"] >= 4 * len(entry["tasks"])
@@ -29,7 +33,7 @@ def test_collect_measures_writes_a_card_and_resumes(tmp_path):
 
     lines.clear()
     collect(tmp_path, models=[TINY], trials_per_task=4, trials_per_iter=2, population=16,
-            target={"kind": "llvm", "num-cores": 1}, log=lines.append)
+            target={"kind": "llvm", "num-cores": 1}, lowering=PIPELINE_FORMS, log=lines.append)
     assert all("0/" in line for line in lines if "phase" in line), lines
     assert json.loads((root / "card.json").read_text())["models"]["tiny"]["records"] == entry["records"]
 
@@ -63,4 +67,23 @@ def test_collect_refuses_to_add_to_records_measured_on_other_threads(tmp_path):
         assert "measured on 1 thread(s)" in str(err) and "another --out" in str(err)
     else:
         raise AssertionError("collect added 2-thread records to a 1-thread folder")
+    assert not (root / "tiny").exists()  # nothing measured
+
+
+def test_collect_refuses_to_mix_lowered_forms_in_one_folder(tmp_path):
+    from tcl_core.platform import platform_name
+
+    target = {"kind": "llvm", "num-cores": 1}
+    root = tmp_path / platform_name(target, tvm_api.TVM_VERSION)
+    root.mkdir()
+    # a folder collected before the forms were recorded: TVM's default lowering (NCHW, unpacked, libm)
+    (root / "card.json").write_text(json.dumps({"platform": root.name, "threads": 1,
+                                                "models": {"tiny": {"seconds": 1.0}}}))
+    try:
+        collect(tmp_path, models=[TINY], trials_per_task=4, target=target, lowering=PIPELINE_FORMS,
+                log=lambda _: None)
+    except ValueError as err:
+        assert "'conv_layout': 'NCHW'" in str(err) and "another --out" in str(err)
+    else:
+        raise AssertionError("collect added pipeline-form records to a folder of TVM-default forms")
     assert not (root / "tiny").exists()  # nothing measured

@@ -47,6 +47,18 @@ def test_a_reused_task_without_a_working_record_leaves_the_estimate_unknown_and_
         "building", 530, 528.0, None)
 
 
+def test_warm_start_trials_count_on_top_of_the_planned_total():
+    clock = [0.0]
+    meter = _meter(clock, trials_total=64, time_budget=None)
+    clock[0] = 60.0
+    warm = meter.report(TuningProgress(trials=12, best_estimate_ms=None, extra_trials=12))
+    assert (warm.trials_done, warm.trials_total, warm.eta_seconds) == (12, 76, 320)  # 64 left at 12/min
+    clock[0] = 120.0
+    last = meter.report(TuningProgress(trials=76, best_estimate_ms=1.0, extra_trials=12))
+    assert (last.trials_done, last.trials_total, last.eta_seconds) == (76, 76, 0)
+    assert meter.after("building", 76).trials_total == 76
+
+
 def test_durations_read_back():
     assert [format_duration(s) for s in (0, 12.4, 59.6, 420, 3600, 5400, 7260)] == [
         "0s", "12s", "1m", "7m", "1h", "1h30m", "2h01m"]

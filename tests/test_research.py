@@ -266,3 +266,26 @@ def test_loop_profile_sums_metaschedules_scopes_into_build_run_search_and_update
     summary = summarise(profile, trials=120, seconds=120.0)
     assert (summary["build"], summary["run"], summary["search"], summary["cost_model_update"]) == (50.0, 15.0, 10.0, 3.0)
     assert summary["other"] == 22.0 and summary["trials_per_minute"] == 60.0
+
+
+def test_student_refresh_finds_kept_databases_and_trains_on_no_workload_of_the_held_out_model(measured, tmp_path):
+    import shutil
+
+    from research import student_refresh
+    from tcl_core import tvm_api
+
+    work = tmp_path / "work"
+    for model in ("held", "other"):  # <work>/<model>/<cost model>/state/databases-v2/<platform>/, as --keep-work keeps them
+        shutil.copytree(measured, work / model / "xgb" / "state" / "databases-v2" / "llvm-test")
+    held = student_refresh._databases([work], lambda name: name == "held")
+    assert [folder.relative_to(work).parts[0] for folder in held] == ["held"]
+
+    records = tvm_api.open_database(measured).get_all_tuning_records()
+    workloads = {tvm_api.structural_hash(record.workload.mod) for record in records}
+    left_out = min(workloads)
+    copied, kept = student_refresh._merge(tmp_path / "train", student_refresh._databases([work], lambda n: n != "held"),
+                                          leave_out=frozenset({left_out}))
+    assert kept == workloads - {left_out} and left_out not in kept
+    assert copied == sum(tvm_api.structural_hash(r.workload.mod) != left_out for r in records)
+    merged = tvm_api.open_database(tmp_path / "train").get_all_tuning_records()
+    assert len(merged) == copied and all(tvm_api.structural_hash(r.workload.mod) != left_out for r in merged)

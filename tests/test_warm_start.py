@@ -102,6 +102,7 @@ def test_the_search_evolves_from_warm_started_records(platform_db, tmp_path):
     assert outcome.tasks_warm_started == len(tasks)
     # the warm batch is reported first, then the search's counts on top of it
     assert reports[0].trials == 2 * len(tasks) and reports[-1].trials == outcome.measured > 2 * len(tasks)
+    assert {report.extra_trials for report in reports} == {2 * len(tasks)}  # on top of the budget, said so
     assert all(tvm_api.count_records(database, task.dispatched[0]) > 2 for task in tasks)
 
 
