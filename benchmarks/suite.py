@@ -271,7 +271,7 @@ def run_suite(config: SuiteConfig, out_dir: Path, stem: str, *, command: str, lo
                             seed=config.seed, target=config.target, timing_repeats=config.timing_repeats,
                             student=Path(config.student) if config.student else None)
             log(f"{model_name} {cost_model}: {row['trials_measured']} measured in {row['tuning_seconds']:.0f} s, "
-                f"{row['latency_ms']['tvm']} ms")
+                f"estimate {row['estimated_ms']} ms, library {row['latency_ms']['tvm']} ms (the job's own timing)")
             results["runs"].append(row)
             save()
         runs = {r["cost_model"]: r for r in results["runs"] if r["model"] == model_name}

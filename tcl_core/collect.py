@@ -119,6 +119,9 @@ def write_card(root: Path, card: dict) -> None:
     lines = [f"# Dataset card: {card['platform']}", "", f"CPU: {card['cpu']}; target `{json.dumps(card['target'])}`; "
              f"TVM {card['tvm_version']}.", "", card["method"], "",
              f"{card['records']} records, {card['hours']} hours of measurement.", ""]
+    if "lowering" in card:
+        forms = ", ".join(f"{key} {value}" for key, value in card["lowering"].items())
+        lines += [f"Timed on {card.get('threads', 1)} thread(s); tasks lowered with {forms}.", ""]
     if "bootstrap" in card:
         boot = card["bootstrap"]
         names = [name for name, model in card["models"].items() if model.get("bootstrapped")]

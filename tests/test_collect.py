@@ -29,6 +29,8 @@ def test_collect_measures_writes_a_card_and_resumes(tmp_path):
     assert card["records"] == entry["records"] and card["hours"] > 0
     assert (root / "tiny" / "database_tuning_record.json").stat().st_size > 0
     assert "| tiny | train |" in (root / "card.md").read_text()
+    assert "1 thread(s); tasks lowered with fast_math True, pack_weights True, conv_layout NHWC" in (
+        root / "card.md").read_text()
     assert len(tvm_api.open_database(root / "tiny")) == entry["records"]
 
     lines.clear()
