@@ -200,11 +200,10 @@ def collect(
     from tcl_core.collect import collect as run_collect
 
     try:
-        defaults = TuningOptions()  # candidates in the forms jobs tune, so the student learns those
+        # candidates in the forms jobs tune, so the student learns those
         root = run_collect(out, models=[ZOO[name] for name in chosen], trials_per_task=trials_per_task,
                            target=target_dict, log=lambda line: typer.echo(line, err=True),
-                           lowering={"fast_math": defaults.fast_math, "pack_weights": defaults.pack_weights,
-                                     "conv_layout": defaults.conv_layout})
+                           lowering=TuningOptions().lowering)
     except ValueError as err:
         _fail(str(err))
     typer.echo(str(root / "card.md"))

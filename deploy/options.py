@@ -134,6 +134,11 @@ class TuningOptions(BaseModel):
     limits: IntakeLimits = Field(default_factory=IntakeLimits)
     runner: RunnerOptions = Field(default_factory=RunnerOptions, description="the daemon's [runner] table")
 
+    @property
+    def lowering(self) -> dict[str, Any]:
+        """The options that change the tuned workloads (tcl_core.tvm_api.lower_for_tuning's keywords)."""
+        return {"fast_math": self.fast_math, "pack_weights": self.pack_weights, "conv_layout": self.conv_layout}
+
 
 class Progress(BaseModel):
     """One progress report from a running pipeline."""

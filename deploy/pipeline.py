@@ -128,8 +128,7 @@ def run_pipeline(
 def import_and_lower(model, target, options: TuningOptions, *, shape_dict=None, dtype_dict="float32"):
     """The ONNX model as the tasks that get tuned, under the options that change them (fast math, packing, layout)."""
     return tvm_api.lower_for_tuning(tvm_api.from_onnx(model, shape_dict=shape_dict, dtype_dict=dtype_dict), target,
-                                    fast_math=options.fast_math, pack_weights=options.pack_weights,
-                                    conv_layout=options.conv_layout)
+                                    **options.lowering)
 
 
 def _stopped_by(tuning: TuningResult, trials: int) -> str | None:
