@@ -143,10 +143,11 @@ def measurement_order(database_dir: Path) -> list[tuple[str, float]]:
     return order
 
 
-def seed_database(dest: Path, sources: list[Path]) -> int:
+def seed_database(dest: Path, sources: list[Path], *, leave_out: frozenset[int] = frozenset()) -> int:
     """Copy every record of the MetaSchedule JSON databases in `sources` into the one at `dest`; returns how many.
 
     A warm run's starting point: the platform's database as it stands after tuning other models.
+    `leave_out`: workloads (structural hashes) whose records are not copied.
     """
     from tcl_core import tvm_api
 
@@ -154,6 +155,8 @@ def seed_database(dest: Path, sources: list[Path]) -> int:
     copied = 0
     for source in sources:
         for record in tvm_api.open_database(source).get_all_tuning_records():
+            if leave_out and tvm_api.structural_hash(record.workload.mod) in leave_out:
+                continue
             database.commit_tuning_record(tvm_api.ms.database.TuningRecord(
                 record.trace, database.commit_workload(record.workload.mod), record.run_secs, record.target,
                 record.args_info))

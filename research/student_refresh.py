@@ -26,6 +26,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from benchmarks.harness import seed_database
 from deploy.layout import database_dir, databases_root
 from tcl_core import tvm_api
 from tcl_core.continual import RoundSettings, run_round
@@ -41,22 +42,10 @@ def _databases(works: list[Path], keep) -> list[Path]:
             for folder in sorted(databases_root(run / "state").iterdir())]
 
 
-def _merge(dest: Path, sources: list[Path], *, leave_out: frozenset[int] = frozenset()) -> tuple[int, set[int]]:
-    """Copy the records of `sources` into one database at `dest`, but those of workloads in `leave_out`
-    (structural hashes); returns (records copied, workloads copied)."""
-    database = tvm_api.open_database(dest)
-    copied, workloads = 0, set()
-    for source in sources:
-        for record in tvm_api.open_database(source).get_all_tuning_records():
-            workload = tvm_api.structural_hash(record.workload.mod)
-            if workload in leave_out:
-                continue
-            database.commit_tuning_record(tvm_api.ms.database.TuningRecord(
-                record.trace, database.commit_workload(record.workload.mod), record.run_secs, record.target,
-                record.args_info))
-            copied += 1
-            workloads.add(workload)
-    return copied, workloads
+def _workloads(database_dir: Path) -> set[int]:
+    """The structural hashes of the workloads the database holds records of."""
+    return {tvm_api.structural_hash(record.workload.mod)
+            for record in tvm_api.open_database(database_dir).get_all_tuning_records()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -75,9 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="student-refresh-") as scratch:
         state = Path(scratch) / "state"
         held_out = Path(scratch) / "held-out"
-        _, held_out_workloads = _merge(held_out, eval_sources)
+        seed_database(held_out, eval_sources)
         # a workload the held-out model shares with another (a transpose, a layer norm) is not trained on
-        copied, _ = _merge(database_dir(state, platform), train_sources, leave_out=frozenset(held_out_workloads))
+        copied = seed_database(database_dir(state, platform), train_sources, leave_out=frozenset(_workloads(held_out)))
         result = run_round(platform, database_dir(state, platform), state, RoundSettings(steps=args.steps))
         distilled = state / "student_versions" / platform / f"v{result.version}" / "student.pt"
         shipped = find_student(platform)

@@ -271,6 +271,7 @@ def test_loop_profile_sums_metaschedules_scopes_into_build_run_search_and_update
 def test_student_refresh_finds_kept_databases_and_trains_on_no_workload_of_the_held_out_model(measured, tmp_path):
     import shutil
 
+    from benchmarks.harness import seed_database
     from research import student_refresh
     from tcl_core import tvm_api
 
@@ -282,9 +283,11 @@ def test_student_refresh_finds_kept_databases_and_trains_on_no_workload_of_the_h
 
     records = tvm_api.open_database(measured).get_all_tuning_records()
     workloads = {tvm_api.structural_hash(record.workload.mod) for record in records}
+    assert student_refresh._workloads(measured) == workloads
     left_out = min(workloads)
-    copied, kept = student_refresh._merge(tmp_path / "train", student_refresh._databases([work], lambda n: n != "held"),
-                                          leave_out=frozenset({left_out}))
+    copied = seed_database(tmp_path / "train", student_refresh._databases([work], lambda n: n != "held"),
+                           leave_out=frozenset({left_out}))
+    kept = student_refresh._workloads(tmp_path / "train")
     assert kept == workloads - {left_out} and left_out not in kept
     assert copied == sum(tvm_api.structural_hash(r.workload.mod) != left_out for r in records)
     merged = tvm_api.open_database(tmp_path / "train").get_all_tuning_records()
